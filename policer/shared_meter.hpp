@@ -1,0 +1,111 @@
+#pragma once
+// The shared form of a meter: several workers may check it at once. Each burst of packets for the
+// meter is metered inside one short critical section (never one per packet), so together the workers
+// admit exactly what a single meter would admit seeing their bursts in the order they committed. A
+// burst timed earlier than the meter's latest check gets no credit (stale clock reads across cores are
+// harmless).
+#include <atomic>
+#include <cassert>
+#include <cstdint>
+#include <span>
+#include <thread>
+
+#include "policer/meter.hpp"
+
+namespace tricolor::policer {
+
+// Test-and-test-and-set lock for critical sections of a few dozen nanoseconds between pinned workers.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    for (unsigned spins = 0;; ++spins) {
+      if (!held_.exchange(true, std::memory_order_acquire)) return;
+      while (held_.load(std::memory_order_relaxed)) {
+        cpu_relax();
+        // Only when the holder was preempted (more threads than cores, never on pinned lcores) does
+        // the waiter give up its slice rather than burn it.
+        if (++spins % 4096 == 0) std::this_thread::yield();
+      }
+    }
+  }
+  void unlock() noexcept { held_.store(false, std::memory_order_release); }
+
+ private:
+  static void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield" ::: "memory");
+#endif
+  }
+  std::atomic<bool> held_{false};
+};
+
+struct NoCommitHook {
+  void operator()(const State&) const noexcept {}
+};
+
+class alignas(64) SharedMeter {
+ public:
+  SharedMeter(const Profile& profile, std::uint64_t now) noexcept : meter_(profile, now) {}
+
+  // Colors `lengths.size()` packets of this meter, all timed `now`, into `colors`. `on_commit` runs
+  // inside the critical section after the burst (statistics, or a test recording commit order).
+  template <class OnCommit = NoCommitHook>
+  void check_burst_blind(std::uint64_t now, std::span<const std::uint32_t> lengths, std::span<Color> colors,
+                         OnCommit&& on_commit = {}) noexcept {
+    assert(colors.size() >= lengths.size());
+    exclusive([&](Meter& m) {
+      with_algorithm(m.profile().algorithm(), [&](auto algo) {
+        using Algo = decltype(algo);
+        Algo::advance(m.state(), m.profile(), now);
+        for (std::size_t i = 0; i < lengths.size(); ++i)
+          colors[i] = Algo::decide_blind(m.state(), m.profile().cost(lengths[i]));
+      });
+      on_commit(m.state());
+    });
+  }
+
+  template <class OnCommit = NoCommitHook>
+  void check_burst_aware(std::uint64_t now, std::span<const std::uint32_t> lengths, std::span<const Color> in,
+                         std::span<Color> colors, OnCommit&& on_commit = {}) noexcept {
+    assert(colors.size() >= lengths.size() && in.size() >= lengths.size());
+    exclusive([&](Meter& m) {
+      with_algorithm(m.profile().algorithm(), [&](auto algo) {
+        using Algo = decltype(algo);
+        Algo::advance(m.state(), m.profile(), now);
+        for (std::size_t i = 0; i < lengths.size(); ++i)
+          colors[i] = Algo::decide_aware(m.state(), m.profile().cost(lengths[i]), in[i]);
+      });
+      on_commit(m.state());
+    });
+  }
+
+  void change_profile(const Profile& to, std::uint64_t now) noexcept {
+    exclusive([&](Meter& m) { m.change_profile(to, now); });
+  }
+  void reset(std::uint64_t now) noexcept {
+    exclusive([&](Meter& m) { m.reset(now); });
+  }
+  State snapshot() const noexcept {
+    State copy;
+    lock_.lock();
+    copy = meter_.state();
+    lock_.unlock();
+    return copy;
+  }
+
+ private:
+  template <class Fn>
+  void exclusive(Fn&& fn) noexcept {
+    lock_.lock();
+    fn(meter_);
+    lock_.unlock();
+  }
+
+  mutable SpinLock lock_;
+  Meter meter_;
+};
+static_assert(sizeof(SharedMeter) == 64, "one shared meter, lock included, per cache line");
+
+}  // namespace tricolor::policer
