@@ -1,6 +1,7 @@
 #pragma once
-// The four meters. Everything here is inline, branch-light and division-free: a check is one
-// refill (a multiplication per bucket, clamped) and one or two comparisons.
+// The four meters. Everything here is inline, division-free and branch-free: a check is one refill
+// (a multiplication per bucket, clamped) and a decision made with masks, so its cost does not depend on
+// the colors traffic gets (a mix of colors costs no mispredictions, and an attacker cannot slow it).
 //
 // State holds only what changes per packet (levels and last-check tick); the profile that says how it
 // changes is passed in, so one profile serves any number of meters, and a table of meters of the
@@ -22,10 +23,10 @@ namespace detail {
 
 // Ticks since the last check; a check earlier than the last credits nothing and keeps `last`.
 inline std::uint64_t elapsed(State& s, std::uint64_t now) noexcept {
-  const bool later = now > s.last;
-  const std::uint64_t dt = later ? now - s.last : 0;
-  s.last = later ? now : s.last;
-  return dt;
+  const std::uint64_t last = s.last;
+  const std::uint64_t latest = std::max(now, last);
+  s.last = latest;
+  return latest - last;
 }
 
 // min(size, level + rate*dt), exactly. The gap is clamped to the fill time, so rate*dt < size + rate
@@ -35,26 +36,45 @@ inline std::uint64_t refill(std::uint64_t level, const Profile& p, std::size_t b
   return std::min(filled, p.size(b));
 }
 
+// Branch-free decisions. Every level and every cost is below 2^63 (kMaxBurst * kMaxHz and
+// (kMaxBurst + 1) * kMaxHz are), so level - cost, read as a signed number, is negative exactly when the
+// packet does not fit, and an arithmetic shift turns that into a mask: all ones when it does not fit.
+// Pure arithmetic, so the compiler cannot turn it back into unpredictable branches; a mix of colors
+// costs the same as all green.
+static_assert((kMaxBurst + 1) * kMaxHz < (std::uint64_t{1} << 63));
+inline std::uint64_t short_of(std::uint64_t level, std::uint64_t cost) noexcept {
+  return static_cast<std::uint64_t>((static_cast<std::int64_t>(level) - static_cast<std::int64_t>(cost)) >> 63);
+}
+// All ones when a packet of this input color may not be green / may not be yellow either.
+inline std::uint64_t not_green(Color in) noexcept {
+  return ~static_cast<std::uint64_t>((static_cast<std::int64_t>(in) - 1) >> 63);
+}
+inline std::uint64_t red(Color in) noexcept {
+  return ~static_cast<std::uint64_t>((static_cast<std::int64_t>(in) - 2) >> 63);
+}
 }  // namespace detail
 
 // Each algorithm: advance() brings the buckets to `now`; decide_*() colors one packet of the given
 // cost at the state's time. check_*() is both. A burst at one instant advances once and decides many.
+// The decisions work on masks that say which bucket cannot take the packet; the color is green = 0,
+// yellow = 1, red = 2 read off those masks.
 
 struct OneRateTwoColor {
   static constexpr Algorithm algorithm = Algorithm::one_rate_two_color;
   static void advance(State& s, const Profile& p, std::uint64_t now) noexcept {
     s.level[0] = detail::refill(s.level[0], p, 0, detail::elapsed(s, now));
   }
-  static Color decide_blind(State& s, std::uint64_t cost) noexcept {
-    if (s.level[0] >= cost) {
-      s.level[0] -= cost;
-      return Color::green;
-    }
-    return Color::red;
-  }
+  static Color decide_blind(State& s, std::uint64_t cost) noexcept { return decide(s, cost, 0); }
   // A packet that arrives non-green cannot become green, and takes no token.
   static Color decide_aware(State& s, std::uint64_t cost, Color in) noexcept {
-    return in == Color::green ? decide_blind(s, cost) : Color::red;
+    return decide(s, cost, detail::not_green(in));
+  }
+
+ private:
+  static Color decide(State& s, std::uint64_t cost, std::uint64_t barred) noexcept {
+    const std::uint64_t c_short = detail::short_of(s.level[0], cost) | barred;
+    s.level[0] -= cost & ~c_short;
+    return static_cast<Color>(c_short & 2);
   }
 };
 
@@ -64,31 +84,25 @@ struct SrTcm {
   static void advance(State& s, const Profile& p, std::uint64_t now) noexcept {
     const std::uint64_t dt = std::min(detail::elapsed(s, now), p.fill_ticks(0));
     const std::uint64_t c = s.level[0] + p.rate(0) * dt;  // < 3 * 2^30 * 5e9 < 2^64
-    const std::uint64_t overflow = c > p.size(0) ? c - p.size(0) : 0;
-    s.level[0] = c - overflow;
-    s.level[1] = std::min(s.level[1] + overflow, p.size(1));
+    // C's overflow, max(c, CBS) - CBS, goes to E; computed beside C's clamp, not after it.
+    s.level[1] = std::min(s.level[1] + (std::max(c, p.size(0)) - p.size(0)), p.size(1));
+    s.level[0] = std::min(c, p.size(0));
   }
-  static Color decide_blind(State& s, std::uint64_t cost) noexcept {
-    if (s.level[0] >= cost) {
-      s.level[0] -= cost;
-      return Color::green;
-    }
-    if (s.level[1] >= cost) {
-      s.level[1] -= cost;
-      return Color::yellow;
-    }
-    return Color::red;
-  }
+  // Green from C, else yellow from E, else red (also RFC 4115's rule).
+  static Color decide_blind(State& s, std::uint64_t cost) noexcept { return decide(s, cost, 0, 0); }
+  // Only a green packet may take C; a green or yellow one may take E.
   static Color decide_aware(State& s, std::uint64_t cost, Color in) noexcept {
-    if (in == Color::green && s.level[0] >= cost) {
-      s.level[0] -= cost;
-      return Color::green;
-    }
-    if (in != Color::red && s.level[1] >= cost) {
-      s.level[1] -= cost;
-      return Color::yellow;
-    }
-    return Color::red;
+    return decide(s, cost, detail::not_green(in), detail::red(in));
+  }
+
+ private:
+  friend struct TrTcm4115;
+  static Color decide(State& s, std::uint64_t cost, std::uint64_t c_barred, std::uint64_t e_barred) noexcept {
+    const std::uint64_t c_short = detail::short_of(s.level[0], cost) | c_barred;
+    const std::uint64_t e_short = detail::short_of(s.level[1], cost) | e_barred;
+    s.level[1] -= cost & c_short & ~e_short;
+    s.level[0] -= cost & ~c_short;
+    return static_cast<Color>((c_short & 1) + (c_short & e_short & 1));
   }
 };
 
@@ -100,33 +114,29 @@ struct TrTcm {
     s.level[0] = detail::refill(s.level[0], p, 0, dt);
     s.level[1] = detail::refill(s.level[1], p, 1, dt);
   }
-  static Color decide_blind(State& s, std::uint64_t cost) noexcept {
-    if (s.level[1] < cost) return Color::red;
-    s.level[1] -= cost;
-    if (s.level[0] < cost) return Color::yellow;
-    s.level[0] -= cost;
-    return Color::green;
-  }
+  static Color decide_blind(State& s, std::uint64_t cost) noexcept { return decide(s, cost, 0, 0); }
+  // A red packet stays red; a yellow one never takes C.
   static Color decide_aware(State& s, std::uint64_t cost, Color in) noexcept {
-    if (in == Color::red || s.level[1] < cost) return Color::red;
-    s.level[1] -= cost;
-    if (in == Color::yellow || s.level[0] < cost) return Color::yellow;
-    s.level[0] -= cost;
-    return Color::green;
+    return decide(s, cost, detail::not_green(in), detail::red(in));
+  }
+
+ private:
+  static Color decide(State& s, std::uint64_t cost, std::uint64_t c_barred, std::uint64_t p_barred) noexcept {
+    const std::uint64_t p_short = detail::short_of(s.level[1], cost) | p_barred;
+    const std::uint64_t c_short = detail::short_of(s.level[0], cost) | c_barred | p_short;
+    s.level[1] -= cost & ~p_short;
+    s.level[0] -= cost & ~c_short;
+    return static_cast<Color>((c_short & 1) + (p_short & 1));
   }
 };
 
 // RFC 4115: C at CIR and E at EIR fill independently (no overflow from C to E); colors as RFC 2697.
 struct TrTcm4115 {
   static constexpr Algorithm algorithm = Algorithm::trtcm_4115;
-  static void advance(State& s, const Profile& p, std::uint64_t now) noexcept {
-    const std::uint64_t dt = detail::elapsed(s, now);
-    s.level[0] = detail::refill(s.level[0], p, 0, dt);
-    s.level[1] = detail::refill(s.level[1], p, 1, dt);
-  }
-  static Color decide_blind(State& s, std::uint64_t cost) noexcept { return SrTcm::decide_blind(s, cost); }
+  static void advance(State& s, const Profile& p, std::uint64_t now) noexcept { TrTcm::advance(s, p, now); }
+  static Color decide_blind(State& s, std::uint64_t cost) noexcept { return SrTcm::decide(s, cost, 0, 0); }
   static Color decide_aware(State& s, std::uint64_t cost, Color in) noexcept {
-    return SrTcm::decide_aware(s, cost, in);
+    return SrTcm::decide(s, cost, detail::not_green(in), detail::red(in));
   }
 };
 
