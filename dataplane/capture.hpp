@@ -1,0 +1,51 @@
+#pragma once
+// Reading and writing captures: pcap (microsecond and nanosecond, either byte order) through libpcap,
+// and pcapng (section header, interface description, enhanced and simple packet blocks; if_tsresol)
+// read by our own code so that each packet's interface id is known (libpcap does not expose it).
+// Only Ethernet link types are accepted.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policer/expected.hpp"
+
+namespace tricolor::dataplane {
+
+struct CaptureRecord {
+  std::uint64_t timestamp_ns = 0;   // since the epoch
+  std::uint32_t wire_length = 0;    // original length on the wire
+  std::uint16_t interface = 0;      // pcapng interface id; 0 for pcap
+  std::vector<std::uint8_t> data;   // captured bytes (possibly fewer than wire_length)
+};
+
+enum class CaptureFormat { pcap, pcapng };
+
+class CaptureReader {
+ public:
+  virtual ~CaptureReader() = default;
+  // Opens a pcap or pcapng file, telling them apart by their magic number. Errors name the file and
+  // what is wrong with it (missing, not a capture, unsupported link type, ...).
+  static Expected<std::unique_ptr<CaptureReader>> open(const std::string& path);
+  // The same from bytes in memory (tests and fuzzing); `name` stands for the path in errors.
+  static Expected<std::unique_ptr<CaptureReader>> open_bytes(std::vector<std::uint8_t> bytes,
+                                                             const std::string& name = "<memory>");
+
+  // The next record, false at the end. A file cut short inside a record (or a block) ends the capture
+  // there: the records before it were returned, and truncated() says so.
+  virtual bool next(CaptureRecord& record) = 0;
+  virtual bool truncated() const = 0;
+  virtual CaptureFormat format() const = 0;
+};
+
+// Writes a nanosecond-resolution pcap of Ethernet frames.
+class CaptureWriter {
+ public:
+  virtual ~CaptureWriter() = default;
+  static Expected<std::unique_ptr<CaptureWriter>> open(const std::string& path);
+  virtual void write(const CaptureRecord& record) = 0;
+  // Flushes and closes; false (with the reason) if the data could not be written.
+  virtual Expected<bool> close() = 0;
+};
+
+}  // namespace tricolor::dataplane

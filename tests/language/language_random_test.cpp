@@ -1,0 +1,287 @@
+// Random policies built through execute(): every failed command leaves the policy as it was, and
+// every policy reached prints back to itself (load(print(p)) == p).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "control/language.hpp"
+#include "control/language_internal.hpp"
+
+namespace tricolor::control {
+namespace {
+
+using dataplane::Policy;
+
+// Commands drawn from the grammar, mostly valid, sometimes not (a wrong unit, a missing profile, a
+// reversed range...), over small pools of names so that adds, changes and deletes meet.
+class CommandGenerator {
+ public:
+  explicit CommandGenerator(std::uint64_t seed) : rng_(seed) {}
+
+  std::string command(const Policy& policy) {
+    policy_ = &policy;
+    if (policy.profiles.empty() && chance(80)) return cat("profile add ", profile_name(), " ", profile_body());
+    switch (below(20)) {
+      case 0:
+      case 1:
+      case 2:
+        return cat("profile add ", profile_name(), " ", profile_body());
+      case 3:
+        return cat("profile change ", existing_profile(), " ", profile_body());
+      case 4:
+        return cat("profile delete ", existing_profile());
+      case 5:
+        return cat("rule delete ", existing_rule());
+      case 6:
+        return cat("default ", action());
+      case 7:
+      case 8:
+      case 9:
+        return cat("rule change ", existing_rule(), position(), rule_body());
+      default:
+        return cat("rule add ", rule_name(), position(), rule_body());
+    }
+  }
+
+ private:
+  template <class... Parts>
+  static std::string cat(const Parts&... parts) {
+    std::string s;
+    (s.append(parts), ...);
+    return s;
+  }
+  std::uint64_t below(std::uint64_t n) { return rng_() % n; }
+  bool chance(int percent) { return below(100) < static_cast<std::uint64_t>(percent); }
+  std::string number(std::uint64_t n) { return std::to_string(below(n)); }
+  template <class T>
+  const T& pick(const std::vector<T>& values) {
+    return values[below(values.size())];
+  }
+
+  std::string profile_name() { return "p" + number(6); }
+  // Mostly a name the policy has.
+  std::string existing_profile() {
+    if (policy_->profiles.empty() || chance(10)) return profile_name();
+    return policy_->profiles[below(policy_->profiles.size())].name;
+  }
+  std::string existing_rule() {
+    if (policy_->rules.empty() || chance(10)) return rule_name();
+    return policy_->rules[below(policy_->rules.size())].name;
+  }
+  std::string rule_name() {
+    return pick(std::vector<std::string>{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11",
+                                         "web", "Dns.2", "x-y_z", "R"});
+  }
+
+  std::string rate(bool packets) {
+    if (packets)
+      return number(3) == "0" ? number(1'000'000'001) + "pps"
+                              : number(1000) + pick(std::vector<std::string>{"pps", "kpps", "mpps"});
+    switch (below(5)) {
+      case 0:
+        return std::to_string(8 * below(10'000'000)) + "bit";
+      case 1:
+        return number(100'000) + "kbit";
+      case 2:
+        return number(1000) + "mbit";
+      case 3:
+        return number(500) + "gbit";
+      default:
+        return number(100) + "." + number(10) + "mbit";
+    }
+  }
+  std::string burst(bool packets) {
+    if (packets) return number(100'000) + "pkt";
+    switch (below(4)) {
+      case 0:
+        return number(1'000'000);
+      case 1:
+        return number(10'000) + "k";
+      case 2:
+        return number(100) + "m";
+      default:
+        return number(10) + pick(std::vector<std::string>{".5k", ".25m", ".125k"});
+    }
+  }
+
+  std::string profile_body() {
+    static const std::vector<std::vector<std::string>> kParams{
+        {"cir", "cbs"}, {"cir", "cbs", "ebs"}, {"cir", "cbs", "pir", "pbs"}, {"cir", "cbs", "eir", "ebs"}};
+    static const std::vector<std::string> kAlgorithms{"1r2c", "srtcm", "trtcm", "trtcm4115"};
+    const std::size_t algorithm = below(4);
+    const bool packets = chance(40);
+    std::string text = kAlgorithms[algorithm];
+    std::vector<std::string> params = kParams[algorithm];
+    std::shuffle(params.begin(), params.end(), rng_);
+    for (const auto& param : params) {
+      if (chance(5)) continue;  // missing: 0
+      const bool unit = chance(97) ? packets : !packets;
+      text += cat(" ", param, " ", param.back() == 'r' ? rate(unit) : burst(unit));
+    }
+    if (chance(3)) text += " pbs 1k";  // often not a parameter of the algorithm
+    return text;
+  }
+
+  std::string position() {
+    switch (below(8)) {
+      case 0:
+        return " first";
+      case 1:
+        return " last";
+      case 2:
+        return " before " + existing_rule();
+      case 3:
+        return " after " + existing_rule();
+      default:
+        return "";
+    }
+  }
+
+  std::string dscp() {
+    static const std::vector<std::string> kNames{"be",   "df",   "cs0",  "cs3",  "cs7",  "af11", "af12",
+                                                 "af13", "af22", "af33", "af41", "af43", "ef",   "va"};
+    return chance(50) ? pick(kNames) : number(64);
+  }
+
+  std::string prefix(bool ipv6) {
+    dataplane::Prefix p;
+    p.ipv6 = ipv6;
+    const unsigned max = ipv6 ? 128 : 32;
+    p.length = static_cast<std::uint8_t>(below(max + 1));
+    for (unsigned byte = 0; byte < max / 8; ++byte)
+      p.address[byte] = chance(50) ? static_cast<std::uint8_t>(rng_()) : 0;
+    if (!chance(3))  // sometimes host bits stay set: an error
+      for (unsigned bit = p.length; bit < max; ++bit)
+        p.address[bit / 8] &= static_cast<std::uint8_t>(~(0x80u >> (bit % 8)));
+    std::string text = detail::format_prefix(p);
+    if (chance(50) && text.find('/') == std::string::npos) text += ipv6 ? "/128" : "/32";
+    return text;
+  }
+
+  std::string ports() {
+    std::string text;
+    for (std::uint64_t i = 0, n = 1 + below(3); i < n; ++i) {
+      if (i) text += ",";
+      const std::uint64_t first = below(65536);
+      text += chance(50)
+                  ? std::to_string(first)
+                  : cat(std::to_string(first), "-", std::to_string(first + below(65536 - first + (chance(2) ? 0 : 1))));
+    }
+    return text;
+  }
+
+  std::string action() {
+    switch (below(6)) {
+      case 0:
+        return "forward";
+      case 1:
+        return "drop";
+      case 2:
+        return "remark " + dscp();
+      case 3:
+        return "pcp " + number(8);
+      case 4:
+        return cat("remark ", dscp(), " pcp ", number(8));
+      default:
+        return cat("pcp ", number(8), " remark ", dscp());
+    }
+  }
+
+  std::string rule_body() {
+    static const std::vector<std::string> kProtocols{"tcp", "udp", "sctp", "icmp", "icmpv6", "6", "17", "47", "0"};
+    static const std::vector<std::string> kColors{"green", "yellow", "red"};
+    std::vector<std::string> clauses;
+    if (chance(20)) {
+      std::string list = number(65536);
+      for (std::uint64_t i = below(3); i > 0; --i) list += "," + number(65536);
+      clauses.push_back("port " + list);
+    }
+    if (chance(20)) clauses.push_back("vlan " + number(4096));
+    const bool ipv6 = chance(40);
+    if (chance(30)) clauses.push_back("src " + prefix(chance(98) ? ipv6 : !ipv6));
+    if (chance(30)) clauses.push_back("dst " + prefix(chance(98) ? ipv6 : !ipv6));
+    const std::string protocol = chance(40) ? pick(kProtocols) : "";
+    if (!protocol.empty()) clauses.push_back("proto " + protocol);
+    const bool has_ports = protocol.empty() || protocol == "tcp" || protocol == "udp" || protocol == "sctp" ||
+                           protocol == "6" || protocol == "17";
+    if (chance(has_ports ? 25 : 2)) clauses.push_back("sport " + ports());
+    if (chance(has_ports ? 25 : 2)) clauses.push_back("dport " + ports());
+    if (chance(20)) {
+      std::string list = dscp();
+      for (std::uint64_t i = below(3); i > 0; --i) list += "," + dscp();
+      clauses.push_back("dscp " + list);
+    }
+    if (chance(98)) clauses.push_back("profile " + existing_profile());
+    const bool aware = chance(40);
+    if (aware || chance(20)) clauses.push_back(aware ? "input dscp" : "input blind");
+    if (chance(30)) {
+      const int adjust = static_cast<int>(below(200'001)) - 100'000;
+      std::string length = pick(std::vector<std::string>{"l1", "l2", "l3"});
+      if (chance(60)) length += (adjust >= 0 ? "+" : "") + std::to_string(chance(50) ? adjust : adjust / 10'000);
+      clauses.push_back("length " + length);
+    }
+    for (const auto& color : kColors)
+      if (chance(30)) clauses.push_back(cat(color, " ", action()));
+    if (aware || chance(2)) {
+      for (std::size_t in = 0; in < 3; ++in)
+        for (std::size_t out = chance(2) ? 0 : in; out < 3; ++out)
+          if (chance(20)) clauses.push_back(cat(kColors[in], ">", kColors[out], " ", action()));
+    }
+    if (chance(30)) std::shuffle(clauses.begin(), clauses.end(), rng_);  // any order means the same
+    std::string text;
+    for (const auto& clause : clauses) text += " " + clause;
+    return text;
+  }
+
+  std::mt19937_64 rng_;
+  const Policy* policy_ = nullptr;
+};
+
+TEST(LanguageRandom, ReachablePoliciesPrintBackAndFailuresChangeNothing) {
+  // LANGUAGE_RANDOM_POLICIES=N runs a longer search; LANGUAGE_RANDOM_VERBOSE prints every error.
+  const char* policies_env = std::getenv("LANGUAGE_RANDOM_POLICIES");
+  const int kPolicies = policies_env ? std::atoi(policies_env) : 3000;
+  constexpr int kCommandsPerPolicy = 40;
+  std::size_t succeeded = 0, failed = 0, rules = 0, profiles = 0;
+  for (int seed = 0; seed < kPolicies; ++seed) {
+    CommandGenerator generate(static_cast<std::uint64_t>(seed));
+    Policy policy;
+    for (int i = 0; i < kCommandsPerPolicy; ++i) {
+      const std::string line = generate.command(policy);
+      const Policy before = policy;
+      const auto result = execute(policy, line);
+      if (result.ok()) {
+        ++succeeded;
+      } else {
+        ++failed;
+        if (std::getenv("LANGUAGE_RANDOM_VERBOSE")) std::cerr << result.error().message << "\n";
+        ASSERT_EQ(policy, before) << "changed by a failed command: " << line;
+        ASSERT_FALSE(result.error().message.empty());
+        ASSERT_EQ(result.error().message.find('\'' + result.error().subject + '\''),
+                  result.error().subject.empty() ? std::string::npos : 0u)
+            << result.error().message;
+      }
+    }
+    rules += policy.rules.size();
+    profiles += policy.profiles.size();
+    const std::string printed = print(policy);
+    const auto loaded = load(printed);
+    ASSERT_TRUE(loaded.ok()) << printed << loaded.error().message;
+    ASSERT_EQ(*loaded, policy) << printed;
+    ASSERT_EQ(print(*loaded), printed);
+  }
+  // The generator must reach interesting policies, not fail everything.
+  EXPECT_GT(succeeded, failed / 2) << succeeded << " succeeded, " << failed << " failed";
+  EXPECT_GT(rules, static_cast<std::size_t>(kPolicies) * 5);
+  EXPECT_GT(profiles, static_cast<std::size_t>(kPolicies) * 2);
+  std::cout << "random: " << succeeded << " commands succeeded, " << failed << " failed; " << rules << " rules and "
+            << profiles << " profiles in " << kPolicies << " final policies\n";
+}
+
+}  // namespace
+}  // namespace tricolor::control
