@@ -81,6 +81,26 @@ class alignas(64) SharedMeter {
     });
   }
 
+  // The same for packets with their own arrival ticks (in arrival order); `in` empty means
+  // color-blind. Still one critical section for the whole burst.
+  template <class OnCommit = NoCommitHook>
+  void check_burst(std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
+                   std::span<const Color> in, std::span<Color> colors, OnCommit&& on_commit = {}) noexcept {
+    assert(times.size() >= lengths.size() && colors.size() >= lengths.size());
+    assert(in.empty() || in.size() >= lengths.size());
+    exclusive([&](Meter& m) {
+      with_algorithm(m.profile().algorithm(), [&](auto algo) {
+        using Algo = decltype(algo);
+        for (std::size_t i = 0; i < lengths.size(); ++i) {
+          Algo::advance(m.state(), m.profile(), times[i]);
+          const std::uint64_t cost = m.profile().cost(lengths[i]);
+          colors[i] = in.empty() ? Algo::decide_blind(m.state(), cost) : Algo::decide_aware(m.state(), cost, in[i]);
+        }
+      });
+      on_commit(m.state());
+    });
+  }
+
   void change_profile(const Profile& to, std::uint64_t now) noexcept {
     exclusive([&](Meter& m) { m.change_profile(to, now); });
   }

@@ -1,0 +1,115 @@
+#pragma once
+// The policy engine: parse, classify, meter and act on bursts of packet views. The daemon's workers
+// and tricolor-replay run this same code.
+//
+// Per burst: every frame is parsed, the IP ones are classified together (rte_acl), the packets of each
+// rule are metered together by that rule's aggregate meter (one critical section per rule per burst),
+// then each packet's action is applied by (input, output) color. No allocation, no lock per packet.
+//
+// A policy change builds a new classifier and rule table aside and swaps it in. Meters and counters
+// belong to rule names, not to a build: a rule that keeps its name keeps its meter's levels (moved to
+// its new profile with policer's live change) and its counters.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dataplane/classifier.hpp"
+#include "dataplane/packet.hpp"
+#include "dataplane/policy.hpp"
+#include "policer/expected.hpp"
+#include "policer/profile.hpp"
+#include "policer/shared_meter.hpp"
+
+namespace tricolor::dataplane {
+
+// Why a packet took the default action.
+enum class DefaultReason : std::uint8_t { none, malformed, non_ip, no_match };
+
+struct Verdict {
+  std::uint32_t rule = kNoRule;       // index in the policy's rules, or kNoRule (default action)
+  Color in = Color::green;            // input color (color-aware rules)
+  Color out = Color::green;           // the meter's color
+  bool drop = false;
+  bool dscp_set = false;              // a remark was applied
+  bool pcp_set = false;
+  std::uint8_t dscp = 0;
+  std::uint8_t pcp = 0;
+  DefaultReason reason = DefaultReason::none;
+  ParseError error = ParseError::none;  // when reason == malformed
+  std::uint32_t metered_length = 0;
+};
+
+// Counts, per rule and output color, of packets and bytes (L2 frame bytes, a stripped tag counted).
+struct RuleCounters {
+  std::array<std::uint64_t, 3> packets{};
+  std::array<std::uint64_t, 3> bytes{};
+  std::uint64_t dropped_packets = 0;  // dropped by the rule's action for their color
+  std::uint64_t dropped_bytes = 0;
+};
+
+struct DefaultCounters {
+  std::uint64_t packets = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t non_ip = 0;
+  std::uint64_t no_match = 0;
+  std::array<std::uint64_t, kParseErrors> malformed{};  // by ParseError
+  std::uint64_t dropped_packets = 0;
+  std::uint64_t dropped_bytes = 0;
+};
+
+class Engine {
+ public:
+  static constexpr std::size_t kMaxBurst = Classifier::kMaxBurst;
+
+  // Needs the EAL (the classifier). `now` is the tick at which the meters are created (full).
+  static Expected<std::unique_ptr<Engine>> create(const Policy& policy, policer::TickRate tick_rate,
+                                                  std::uint64_t now);
+
+  // Replaces the policy; on error nothing changes. Rules keep their meter and counters by name.
+  Expected<bool> update(const Policy& policy, std::uint64_t now);
+
+  // Processes up to kMaxBurst packets; remarks are written into the frames.
+  void process(std::span<PacketView> burst, std::span<Verdict> verdicts) noexcept;
+
+  const Policy& policy() const noexcept { return policy_; }
+  // Counters of the current policy's rules, in rule order.
+  const RuleCounters& counters(std::size_t rule) const noexcept { return *rules_[rule].counters; }
+  const DefaultCounters& default_counters() const noexcept { return default_counters_; }
+  std::size_t classifier_entries() const noexcept { return classifier_->entries(); }
+
+  ~Engine();
+
+ private:
+  struct RuleState;
+  struct CompiledRule {
+    RuleState* state;
+    RuleCounters* counters;
+    InputColor input;
+    MeteredLength length;
+    std::array<std::array<Action, 3>, 3> action;  // [input][output]
+  };
+
+  explicit Engine(policer::TickRate tick_rate);
+  void apply(PacketView& view, const Parsed& parsed, const Action& action, Verdict& verdict) noexcept;
+  void take_default(PacketView& view, const Parsed& parsed, DefaultReason reason, Verdict& verdict) noexcept;
+
+  policer::TickRate tick_rate_;
+  Policy policy_;
+  std::unique_ptr<Classifier> classifier_;
+  std::vector<CompiledRule> rules_;
+  // Owned across builds, keyed by name. Profiles replaced by a change stay alive until the engine
+  // goes (a worker may still be reading them; the control issue retires them after a grace period).
+  std::map<std::string, std::unique_ptr<policer::Profile>> profiles_;
+  std::vector<std::unique_ptr<policer::Profile>> retired_profiles_;
+  std::map<std::string, std::unique_ptr<RuleState>> rule_states_;
+  DefaultCounters default_counters_;
+};
+
+// The metered length of a packet for a rule (see MeteredLength), floored at 0.
+std::uint32_t metered_length(const PacketView& view, const Parsed& parsed, const MeteredLength& length) noexcept;
+
+}  // namespace tricolor::dataplane

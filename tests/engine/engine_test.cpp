@@ -1,0 +1,215 @@
+// The engine on frames built here: metered lengths, default actions and their counters, pair actions,
+// and policy updates that keep each rule's meter by name (levels carried over, not reset).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "dataplane/engine.hpp"
+#include "dataplane/parse.hpp"
+
+namespace tricolor::dataplane {
+namespace {
+
+constexpr std::uint64_t kHz = 1'000'000'000;
+
+// Ethernet [+ 802.1Q] + IPv4 + UDP to 10.0.0.<host>:<dport>, `size` bytes.
+std::vector<std::uint8_t> udp4(std::size_t size, std::uint8_t host, std::uint16_t dport, std::uint8_t dscp = 0,
+                               bool tagged = false) {
+  std::vector<std::uint8_t> f = {2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2};
+  if (tagged) f.insert(f.end(), {0x81, 0x00, 0x00, 0x07});
+  const std::size_t l3 = size - f.size() - 2;
+  f.insert(f.end(), {0x08, 0x00, 0x45, std::uint8_t(dscp << 2), std::uint8_t(l3 >> 8), std::uint8_t(l3), 0, 0, 0, 0, 64, 17,
+                     0, 0, 192, 0, 2, 1, 10, 0, 0, host});
+  f.insert(f.end(), {0x03, 0xe8, std::uint8_t(dport >> 8), std::uint8_t(dport), std::uint8_t((l3 - 20) >> 8),
+                     std::uint8_t(l3 - 20), 0, 0});
+  f.resize(size, 0);
+  return f;
+}
+
+policer::Params params_1r2c(std::uint64_t cir, std::uint64_t cbs) {
+  policer::Params p;
+  p.algorithm = policer::Algorithm::one_rate_two_color;
+  p.cir = cir;
+  p.cbs = cbs;
+  return p;
+}
+
+Rule rule(std::string name, std::uint8_t host, std::string profile) {
+  Rule r;
+  r.name = std::move(name);
+  r.profile = std::move(profile);
+  Prefix dst;
+  dst.address = {10, 0, 0, host};
+  dst.length = 32;
+  r.match.dst = dst;
+  return r;
+}
+
+struct Harness {
+  std::unique_ptr<Engine> engine;
+  std::vector<std::vector<std::uint8_t>> frames;
+  std::vector<PacketView> views;
+  std::vector<Verdict> verdicts;
+
+  explicit Harness(const Policy& policy, std::uint64_t now = 0) {
+    auto made = Engine::create(policy, *policer::TickRate::make(kHz), now);
+    EXPECT_TRUE(made.ok()) << made.error().message;
+    engine = std::move(*made);
+  }
+  // Sends one burst; frames are copied so that remarks can be inspected.
+  void send(std::vector<std::vector<std::uint8_t>> burst, std::uint64_t now, bool stripped = false) {
+    frames = std::move(burst);
+    views.clear();
+    for (auto& f : frames)
+      views.push_back(PacketView{f.data(), std::uint32_t(f.size()), std::uint32_t(f.size()), now, 0, 0x0007, stripped});
+    verdicts.assign(views.size(), Verdict{});
+    engine->process(views, verdicts);
+  }
+};
+
+TEST(MeteredLength, L1L2L3WithAdjustmentsAndAStrippedTag) {
+  auto frame = udp4(100, 1, 53);
+  PacketView view{frame.data(), 100, 100, 0, 0, 0, false};
+  const Parsed parsed = parse(view);
+  ASSERT_EQ(parsed.error, ParseError::none);
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l2, 0}), 100u);
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l1, 0}), 124u);
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l3, 0}), 86u);  // IP total length
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l3, -6}), 80u);
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l2, -1000}), 0u);  // floored
+  view.has_stripped_vlan = true;                                         // the NIC took 4 bytes off the wire frame
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l2, 0}), 104u);
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l1, 4}), 132u);
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l3, 0}), 86u);
+  auto tagged = udp4(104, 1, 53, 0, true);  // the same packet with its tag in the frame: L3 unchanged
+  PacketView tagged_view{tagged.data(), 104, 104, 0, 0, 0, false};
+  EXPECT_EQ(metered_length(tagged_view, parse(tagged_view), {LengthBase::l3, 0}), 86u);
+}
+
+TEST(Engine, DefaultActionCountsEachReason) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  policy.rules.push_back(rule("one", 1, "p"));
+  policy.default_action.drop = true;
+  Harness h(policy);
+  auto arp = std::vector<std::uint8_t>(60, 0);
+  arp[12] = 0x08, arp[13] = 0x06;
+  auto broken = udp4(60, 1, 53);
+  broken[14] = 0x44;  // IHL 4
+  h.send({udp4(100, 1, 53), udp4(100, 2, 53), arp, broken}, 10);
+  EXPECT_EQ(h.verdicts[0].rule, 0u);
+  EXPECT_FALSE(h.verdicts[0].drop);
+  EXPECT_EQ(h.verdicts[1].reason, DefaultReason::no_match);
+  EXPECT_EQ(h.verdicts[2].reason, DefaultReason::non_ip);
+  EXPECT_EQ(h.verdicts[3].reason, DefaultReason::malformed);
+  EXPECT_EQ(h.verdicts[3].error, ParseError::bad_ipv4_header_length);
+  for (int i = 1; i < 4; ++i) EXPECT_TRUE(h.verdicts[i].drop);
+  const DefaultCounters& d = h.engine->default_counters();
+  EXPECT_EQ(d.packets, 3u);
+  EXPECT_EQ(d.no_match, 1u);
+  EXPECT_EQ(d.non_ip, 1u);
+  EXPECT_EQ(d.malformed[static_cast<std::size_t>(ParseError::bad_ipv4_header_length)], 1u);
+  EXPECT_EQ(d.dropped_packets, 3u);
+  EXPECT_EQ(d.bytes, 220u);
+  EXPECT_EQ(h.engine->counters(0).packets[0], 1u);
+  EXPECT_EQ(h.engine->counters(0).bytes[0], 100u);
+}
+
+TEST(Engine, PairActionsTakePrecedenceForColorAwareRules) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  Rule r = rule("aware", 1, "p");
+  r.input = InputColor::dscp;
+  r.on_color[2] = Action{false, 8, std::nullopt};      // red: remark cs1
+  r.on_pair[1][2] = Action{true, std::nullopt, std::nullopt};  // came yellow, left red: drop
+  policy.rules.push_back(r);
+  Harness h(policy);
+  // AF12 arrives yellow: 1R2C turns a non-green input red; the yellow>red pair drops it. AF13 arrives
+  // red: red>red has no pair action, so red's action remarks it.
+  h.send({udp4(100, 1, 53, 12), udp4(100, 1, 53, 14), udp4(100, 1, 53, 0)}, 10);
+  EXPECT_EQ(h.verdicts[0].in, Color::yellow);
+  EXPECT_EQ(h.verdicts[0].out, Color::red);
+  EXPECT_TRUE(h.verdicts[0].drop);
+  EXPECT_EQ(h.verdicts[1].in, Color::red);
+  EXPECT_FALSE(h.verdicts[1].drop);
+  EXPECT_TRUE(h.verdicts[1].dscp_set);
+  EXPECT_EQ(h.frames[1][15] >> 2, 8);
+  EXPECT_EQ(h.verdicts[2].out, Color::green);
+}
+
+TEST(Engine, BlindRulesIgnorePairActions) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1'000'000, 1)});  // every packet red
+  Rule r = rule("blind", 1, "p");
+  r.on_pair[0][2] = Action{false, 46, std::nullopt};
+  policy.rules.push_back(r);
+  Harness h(policy);
+  h.send({udp4(100, 1, 53)}, 10);
+  EXPECT_EQ(h.verdicts[0].out, Color::red);
+  EXPECT_TRUE(h.verdicts[0].drop);  // red's default action, not the pair's remark
+}
+
+TEST(Engine, UpdateKeepsMeterLevelsByRuleName) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});  // 1000 B/s, 1000 B burst
+  policy.rules.push_back(rule("keep", 1, "p"));
+  policy.rules.push_back(rule("gone", 2, "p"));
+  Harness h(policy, 0);
+  h.send({udp4(600, 1, 53), udp4(600, 2, 53)}, 0);  // each bucket down to 400
+  ASSERT_EQ(h.verdicts[0].out, Color::green);
+
+  // New policy: "keep" moves to a profile of the same algorithm with a larger burst and rate; "gone"
+  // is removed; "fresh" is new. The update happens at t = 0.1 s.
+  Policy next = policy;
+  next.profiles.push_back({"q", params_1r2c(2000, 5000)});
+  next.rules[0].profile = "q";
+  next.rules[1] = rule("fresh", 2, "p");
+  ASSERT_TRUE(h.engine->update(next, kHz / 10).ok());
+  // keep: 400 + 0.1 s at the old 1000 B/s = 500 at the change; then 2000 B/s. At t = 0.2 s: 700.
+  h.send({udp4(700, 1, 53), udp4(701, 1, 53)}, kHz / 5);
+  EXPECT_EQ(h.verdicts[0].out, Color::green) << "levels were kept, not reset to the new 5000";
+  h.send({udp4(64, 1, 53)}, kHz / 5);
+  EXPECT_EQ(h.verdicts[0].out, Color::red) << "the bucket is empty: it was not refilled by the change";
+  // fresh (same address as "gone") starts full.
+  h.send({udp4(1000, 2, 53)}, kHz / 5);
+  EXPECT_EQ(h.verdicts[0].rule, 1u);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  // Counters follow the name too.
+  EXPECT_EQ(h.engine->counters(0).packets[0], 2u);
+  EXPECT_EQ(h.engine->counters(1).packets[0], 1u);
+}
+
+TEST(Engine, FailedUpdateChangesNothing) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
+  policy.rules.push_back(rule("one", 1, "p"));
+  Harness h(policy);
+  Policy broken = policy;
+  broken.rules[0].profile = "missing";
+  auto result = h.engine->update(broken, 5);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.error().message.find("no such profile 'missing'"), std::string::npos);
+  Policy invalid = policy;
+  invalid.profiles[0].params.cbs = 0;
+  result = h.engine->update(invalid, 5);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.error().message.find("profile p: 1r2c: cbs must be greater than 0"), std::string::npos)
+      << result.error().message;
+  EXPECT_EQ(h.engine->policy(), policy);
+  h.send({udp4(1000, 1, 53)}, 10);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+}
+
+TEST(Engine, OneBurstManyRulesArrivalOrderWithinARule) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
+  for (std::uint8_t host = 1; host <= 3; ++host) policy.rules.push_back(rule("r" + std::to_string(host), host, "p"));
+  Harness h(policy);
+  // Interleaved: per rule, 600 then 600 bytes; the first of each rule is green, the second red.
+  h.send({udp4(600, 1, 53), udp4(600, 2, 53), udp4(600, 1, 53), udp4(600, 3, 53), udp4(600, 2, 53), udp4(600, 3, 53)}, 5);
+  const Color want[] = {Color::green, Color::green, Color::red, Color::green, Color::red, Color::red};
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(h.verdicts[i].out, want[i]) << i;
+}
+
+}  // namespace
+}  // namespace tricolor::dataplane
