@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""The README's main command (./dev run) runs and prints its per-flow table.
+"""The README's main command (./dev run) runs and prints its per-rule table.
 
 Run by meson with the source root and this build directory; ./dev then finds everything installed and
-the build current, so it only runs the main job. Checks the table's shape, that the colors add up,
-and, for the flows offered at a constant rate above their committed rate, that green is
-CBS + CIR * T within one packet.
+the build current, so it only runs the main job: tricolor-replay --demo, which writes a capture and
+the example policy into <build>/demo and replays them. Checks that the printed table has a row per
+rule of the policy, that it agrees with the JSON summary written beside it, that each meter handed
+out no more than its buckets allow (burst + rate x duration), that a greedy flow's green is within a
+packet of CBS + CIR x T, and that the CSV has a line per packet.
 """
+import json
 import os
 import re
 import subprocess
@@ -13,66 +16,80 @@ import sys
 
 source_root, build_root = sys.argv[1], sys.argv[2]
 env = dict(os.environ, TRICOLOR_BUILD_DIR=build_root)
-result = subprocess.run([os.path.join(source_root, "dev"), "run", "--seconds", "3"], env=env,
-                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+result = subprocess.run([os.path.join(source_root, "dev"), "run"], env=env, stdin=subprocess.DEVNULL,
+                        capture_output=True, text=True, timeout=600)
 print(result.stdout)
 print(result.stderr, file=sys.stderr)
 assert result.returncode == 0, f"./dev run exited {result.returncode}"
 
-header = ("flow algorithm unit input green_pkts green_bytes yellow_pkts yellow_bytes red_pkts red_bytes").split()
+demo = os.path.join(build_root, "demo")
+summary = json.load(open(os.path.join(demo, "summary.json")))
+policy = open(os.path.join(demo, "demo.policy")).read()
+
+header = "rule profile green_pkts green_bytes yellow_pkts yellow_bytes red_pkts red_bytes dropped".split()
 lines = result.stdout.splitlines()
 start = next(i for i, line in enumerate(lines) if line.split() == header)
 rows = {}
 for line in lines[start + 1:]:
-    if not line.strip():
+    if line.startswith("(default)"):
+        default_line = line
         break
     fields = line.split()
     assert len(fields) == len(header), f"malformed row: {line!r}"
     rows[fields[0]] = dict(zip(header, fields))
-assert len(rows) >= 8, f"expected a row per embedded flow, got {sorted(rows)}"
+else:
+    raise AssertionError("no (default) line after the rule rows")
 
-algorithms = {r["algorithm"] for r in rows.values()}
-assert algorithms == {"1r2c", "srtcm", "trtcm", "trtcm4115"}, algorithms
-assert {r["unit"] for r in rows.values()} == {"bytes", "packets"}
-assert {r["input"] for r in rows.values()} == {"blind", "aware"}
+rule_names = re.findall(r"^rule add (\S+)", policy, re.M)
+assert list(rows) == rule_names, f"rows {list(rows)} != rules {rule_names}"
 
-profiles = {}
-for line in lines:
-    m = re.match(r"\s+(\S+)\s+(\S+) (.*), offered (\S+)$", line)
-    if m:
-        profiles[m.group(1)] = (m.group(2), dict(zip(m.group(3).split()[::2], m.group(3).split()[1::2])), m.group(4))
+# The table and the JSON say the same.
+for rule in summary["rules"]:
+    row = rows[rule["name"]]
+    assert row["profile"] == rule["profile"]
+    for color in ("green", "yellow", "red"):
+        assert int(row[f"{color}_pkts"]) == rule[color]["packets"], (rule["name"], color)
+        assert int(row[f"{color}_bytes"]) == rule[color]["bytes"], (rule["name"], color)
+    assert int(row["dropped"]) == rule["dropped"]["packets"]
+d = summary["default"]
+assert default_line.startswith(f"(default)    {d['packets']} packets, {d['bytes']} bytes: {d['non_ip']} not IP, "
+                               f"{d['no_match']} matching no rule"), default_line
+assert d["non_ip"] > 0 and d["no_match"] > 0 and sum(d["malformed"].values()) > 0, d
 
+# Every packet is accounted for once, and the CSV has a line for each.
+total = sum(r[c]["packets"] for r in summary["rules"] for c in ("green", "yellow", "red")) + d["packets"]
+assert total == summary["capture"]["packets"], (total, summary["capture"])
+with open(os.path.join(demo, "packets.csv")) as csv:
+    assert sum(1 for _ in csv) == total + 1
+
+# Buckets: no meter hands out more than burst + rate x T (T = the 3 s of demo traffic).
 SI = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
-def rate(text):  # bytes/s or packets/s
+def rate(text):
     m = re.fullmatch(r"(\d+)([kmg]?)(bit|pps)", text)
     value = int(m.group(1)) * SI[m.group(2)]
     return value // 8 if m.group(3) == "bit" else value
 def burst(text):
     m = re.fullmatch(r"(\d+)(k|pkt)?", text)
     return int(m.group(1)) * (1024 if m.group(2) == "k" else 1)
-
+profiles = {}
+for name, algo, params in re.findall(r"^profile add (\S+) (\S+) (.*)$", policy, re.M):
+    words = params.split()
+    profiles[name] = (algo, {k: (rate(v) if k.endswith("ir") else burst(v)) for k, v in zip(words[::2], words[1::2])})
 seconds = 3
-for name, row in rows.items():
-    pkts = [int(row[f"{c}_pkts"]) for c in ("green", "yellow", "red")]
-    assert sum(pkts) > 0, f"{name}: no packets"
-    algorithm, params, offered = profiles[name]
-    assert algorithm == row["algorithm"], name
-    if algorithm == "1r2c":
-        assert pkts[1] == 0, f"{name}: a two-color meter marked yellow"
-    # Whatever the traffic, a bucket cannot hand out more than its burst plus its rate times the time.
-    tokens = {c: int(row[f"{c}_bytes" if row["unit"] == "bytes" else f"{c}_pkts"]) for c in ("green", "yellow")}
-    p = {k: (rate(v) if k.endswith("ir") else burst(v)) for k, v in params.items()}
-    assert tokens["green"] <= p["cbs"] + p["cir"] * seconds, f"{name}: too much green"
-    if algorithm == "srtcm":
-        assert tokens["green"] + tokens["yellow"] <= p["cbs"] + p["ebs"] + p["cir"] * seconds, name
-    if algorithm == "trtcm":
-        assert tokens["green"] + tokens["yellow"] <= p["pbs"] + p["pir"] * seconds, name
-    if algorithm == "trtcm4115":
-        assert tokens["yellow"] <= p["ebs"] + p["eir"] * seconds, name
+for rule in summary["rules"]:
+    algo, p = profiles[rule["profile"]]
+    unit = "packets" if "pps" in re.search(rf"^profile add {rule['profile']} .*$", policy, re.M).group(0) else "bytes"
+    green, yellow = rule["green"][unit], rule["yellow"][unit]
+    assert green <= p["cbs"] + p["cir"] * seconds, rule["name"]
+    if algo == "srtcm":
+        assert green + yellow <= p["cbs"] + p["ebs"] + p["cir"] * seconds, rule["name"]
+    if algo == "trtcm":
+        assert green + yellow <= p["pbs"] + p["pir"] * seconds, rule["name"]
+    if algo == "1r2c":
+        assert yellow == 0, rule["name"]
 
-# voice is offered a constant 4 Mbit/s against a 2 Mbit/s 1R2C meter: green is exact to a packet.
-voice = rows["voice"]
-green, size = int(voice["green_bytes"]), int(voice["green_bytes"]) // int(voice["green_pkts"])
-bound = burst(profiles["voice"][1]["cbs"]) + rate(profiles["voice"][1]["cir"]) * seconds
-assert bound - size < green <= bound, f"voice: green {green} not within a packet of {bound}"
+# web is offered 15 Mbit/s against a 5 Mbit/s committed rate: green within a packet of CBS + CIR x T.
+web = next(r for r in summary["rules"] if r["name"] == "web")
+bound = profiles["gold"][1]["cbs"] + profiles["gold"][1]["cir"] * seconds
+assert bound - 1500 < web["green"]["bytes"] <= bound, (web["green"], bound)
 print("main command: ok")

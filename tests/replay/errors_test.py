@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""tricolor-replay's error paths, with the real binary: unreadable or missing capture and policy, a
+policy error (the line and token named, nothing run), a capture cut mid-packet (results for what was
+read, a warning, "truncated" in the JSON), a capture of another link type.
+
+Usage: errors_test.py TRICOLOR_REPLAY
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+replay = sys.argv[1]
+work = tempfile.mkdtemp(prefix="tricolor-replay-errors-")
+failures = []
+
+
+def run(*args):
+    return subprocess.run([replay, *args], capture_output=True, text=True, timeout=120)
+
+
+def expect(name, result, code, *fragments):
+    if result.returncode != code:
+        failures.append(f"{name}: exit {result.returncode}, expected {code}; stderr: {result.stderr!r}")
+    for fragment in fragments:
+        if fragment not in result.stderr:
+            failures.append(f"{name}: stderr lacks {fragment!r}: {result.stderr!r}")
+
+
+def frame(i):
+    # Ethernet + IPv4 + UDP to 10.0.0.1:53, 60 bytes, valid header checksum not needed here.
+    ip = bytes([0x45, 0, 0, 46, 0, 0, 0, 0, 64, 17, 0, 0, 192, 0, 2, 1, 10, 0, 0, 1])
+    udp = struct.pack(">HHHH", 1000 + i, 53, 26, 0)
+    return b"\x02" * 6 + b"\x04" * 6 + b"\x08\x00" + ip + udp + b"\x00" * 18
+
+
+def write_pcap(path, frames, linktype=1, cut=0):
+    data = struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, linktype)
+    for i, f in enumerate(frames):
+        data += struct.pack("<IIII", 1_700_000_000, i * 1000, len(f), len(f)) + f
+    with open(path, "wb") as out:
+        out.write(data[:len(data) - cut] if cut else data)
+
+
+policy = os.path.join(work, "policy")
+with open(policy, "w") as f:
+    f.write("profile add p 1r2c cir 1mbit cbs 10k\nrule add dns proto udp dport 53 profile p\n")
+capture = os.path.join(work, "in.pcap")
+write_pcap(capture, [frame(i) for i in range(10)])
+
+ok = run("--policy", policy, "--in", capture, "--json", os.path.join(work, "ok.json"))
+expect("good inputs", ok, 0)
+
+expect("missing capture", run("--policy", policy, "--in", os.path.join(work, "nope.pcap")), 2, "nope.pcap")
+expect("capture is a directory", run("--policy", policy, "--in", work), 2, work)
+not_capture = os.path.join(work, "text.pcap")
+with open(not_capture, "w") as f:
+    f.write("hello, this is not a capture\n")
+expect("not a capture", run("--policy", policy, "--in", not_capture), 2, "text.pcap")
+raw = os.path.join(work, "raw.pcap")
+write_pcap(raw, [frame(0)], linktype=101)
+expect("not Ethernet", run("--policy", policy, "--in", raw), 2, "raw.pcap", "101")
+expect("missing policy", run("--policy", os.path.join(work, "nope.policy"), "--in", capture), 2, "nope.policy")
+bad = os.path.join(work, "bad.policy")
+with open(bad, "w") as f:
+    f.write("profile add p 1r2c cir 1mbit cbs 10k\n# fine so far\nrule add dns proto udpx dport 53 profile p\n")
+bad_run = run("--policy", bad, "--in", capture, "--csv", os.path.join(work, "bad.csv"))
+expect("policy error", bad_run, 2, "bad.policy", "line 3", "'udpx'")
+if os.path.exists(os.path.join(work, "bad.csv")):
+    failures.append("a policy error still wrote the CSV")
+expect("no arguments", run(), 1, "--policy and --in are required")
+
+# Cut in the middle of the 8th packet: 7 packets of results, a warning, exit 0.
+cut = os.path.join(work, "cut.pcap")
+write_pcap(cut, [frame(i) for i in range(8)], cut=20)
+cut_json, cut_csv = os.path.join(work, "cut.json"), os.path.join(work, "cut.csv")
+cut_run = run("--policy", policy, "--in", cut, "--json", cut_json, "--csv", cut_csv)
+expect("cut capture", cut_run, 0, "cut short after 7 packets")
+if cut_run.returncode == 0:
+    summary = json.load(open(cut_json))
+    if summary["capture"] != {"packets": 7, "truncated": True}:
+        failures.append(f"cut capture summary: {summary['capture']}")
+    if sum(1 for _ in open(cut_csv)) != 8:
+        failures.append("cut capture: the CSV should have a header and 7 lines")
+    if summary["rules"][0]["green"]["packets"] != 7:
+        failures.append(f"cut capture: {summary['rules'][0]}")
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("replay errors: ok")
