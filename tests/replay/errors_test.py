@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""tricolor-replay's error paths, with the real binary: unreadable or missing capture and policy, a
+"""tricolor-replay's command line, with the real binary: unreadable or missing capture and policy, a
 policy error (the line and token named, nothing run), a capture cut mid-packet (results for what was
-read, a warning, "truncated" in the JSON), a capture of another link type.
+read, a warning, "truncated" in the JSON), a capture of another link type, and a pcapng capture whose
+interface ids become ingress ports.
 
 Usage: errors_test.py TRICOLOR_REPLAY
 """
@@ -86,6 +87,39 @@ if cut_run.returncode == 0:
         failures.append("cut capture: the CSV should have a header and 7 lines")
     if summary["rules"][0]["green"]["packets"] != 7:
         failures.append(f"cut capture: {summary['rules'][0]}")
+
+# pcapng: the interface id is the ingress port; each interface has its own timestamp resolution.
+def block(kind, body):
+    body += b"\x00" * (-len(body) % 4)
+    return struct.pack("<II", kind, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
+
+
+def option(code, value):
+    return struct.pack("<HH", code, len(value)) + value + b"\x00" * (-len(value) % 4)
+
+
+shb = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+idb_us = block(1, struct.pack("<HHI", 1, 0, 65535))                                    # interface 0: microseconds
+idb_ns = block(1, struct.pack("<HHI", 1, 0, 65535) + option(9, b"\x09") + option(0, b""))  # interface 1: ns
+packets = b""
+for i in range(6):
+    interface = i % 2
+    ticks = (1_700_000_000 * 10**6 + i) if interface == 0 else (1_700_000_000 * 10**9 + i * 1000)
+    f = frame(i)
+    packets += block(6, struct.pack("<IIIII", interface, ticks >> 32, ticks & 0xFFFFFFFF, len(f), len(f)) + f)
+pcapng = os.path.join(work, "two-ports.pcapng")
+with open(pcapng, "wb") as out:
+    out.write(shb + idb_us + idb_ns + packets)
+port_policy = os.path.join(work, "ports.policy")
+with open(port_policy, "w") as f:
+    f.write("profile add p 1r2c cir 1mbit cbs 10k\nrule add from-one port 1 profile p\nrule add from-zero port 0 profile p\n")
+port_csv = os.path.join(work, "ports.csv")
+port_run = run("--policy", port_policy, "--in", pcapng, "--csv", port_csv)
+expect("pcapng", port_run, 0)
+if port_run.returncode == 0:
+    got = [row.split(",")[1] for row in open(port_csv).read().splitlines()[1:]]
+    if got != ["from-zero", "from-one"] * 3:
+        failures.append(f"pcapng interfaces as ports: {got}")
 
 if failures:
     print("\n".join(failures))
