@@ -215,6 +215,7 @@ class PcapReader final : public CaptureReader {
       // one libpcap refuses (a captured length beyond its limit).
       stopped_ = true;
       truncated_ = status != PCAP_ERROR_BREAK;
+      if (truncated_) stop_reason_ = pcap_geterr(pcap_.get());
       return false;
     }
     // libpcap sign-extends the file's 32-bit fields and multiplies a microsecond fraction by 1000;
@@ -234,6 +235,7 @@ class PcapReader final : public CaptureReader {
   }
 
   bool truncated() const override { return truncated_; }
+  std::string stop_reason() const override { return stop_reason_; }
   CaptureFormat format() const override { return CaptureFormat::pcap; }
 
  private:
@@ -242,6 +244,7 @@ class PcapReader final : public CaptureReader {
   bool nanosecond_file_;
   bool stopped_ = false;
   bool truncated_ = false;
+  std::string stop_reason_;
 };
 
 // `header` holds the first bytes of the file (the magic number at least).
@@ -374,6 +377,7 @@ class PcapngReader final : public CaptureReader {
   }
 
   bool truncated() const override { return truncated_; }
+  std::string stop_reason() const override { return truncated_ ? problem_ : std::string(); }
   CaptureFormat format() const override { return CaptureFormat::pcapng; }
 
  private:

@@ -35,6 +35,8 @@ class CaptureReader {
   // there: the records before it were returned, and truncated() says so.
   virtual bool next(CaptureRecord& record) = 0;
   virtual bool truncated() const = 0;
+  // Why reading stopped early (a record cut short, a malformed block, ...); empty unless truncated().
+  virtual std::string stop_reason() const = 0;
   virtual CaptureFormat format() const = 0;
 };
 

@@ -207,8 +207,8 @@ int main(int argc, char** argv) {
 
   const bool truncated = (*reader)->truncated();
   if (truncated)
-    std::cerr << "tricolor-replay: '" << capture_path << "' is cut short after " << index
-              << " packets; the results cover what was read\n";
+    std::cerr << "tricolor-replay: '" << capture_path << "': reading stopped after " << index << " packets ("
+              << (*reader)->stop_reason() << "); the results cover what was read\n";
   if (writer) {
     if (auto closed = writer->close(); !closed) fail(closed.error().message);
   }

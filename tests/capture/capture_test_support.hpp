@@ -34,6 +34,8 @@ inline ReadResult read_all(CaptureReader& reader) {
   // The end is sticky.
   EXPECT_FALSE(reader.next(record));
   EXPECT_EQ(reader.truncated(), result.truncated);
+  // A capture that stops early says why; one that ends cleanly has nothing to say.
+  EXPECT_EQ(reader.stop_reason().empty(), !result.truncated) << "stop_reason: " << reader.stop_reason();
   return result;
 }
 

@@ -78,7 +78,7 @@ cut = os.path.join(work, "cut.pcap")
 write_pcap(cut, [frame(i) for i in range(8)], cut=20)
 cut_json, cut_csv = os.path.join(work, "cut.json"), os.path.join(work, "cut.csv")
 cut_run = run("--policy", policy, "--in", cut, "--json", cut_json, "--csv", cut_csv)
-expect("cut capture", cut_run, 0, "cut short after 7 packets")
+expect("cut capture", cut_run, 0, "reading stopped after 7 packets (truncated dump file")
 if cut_run.returncode == 0:
     summary = json.load(open(cut_json))
     if summary["capture"] != {"packets": 7, "truncated": True}:
