@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "control/language_internal.hpp"
@@ -16,13 +17,19 @@
 namespace tricolor::control {
 
 using dataplane::Action;
+using dataplane::ColorMap;
+using dataplane::ColorMapKind;
 using dataplane::InputColor;
+using dataplane::KeyFallback;
+using dataplane::KeyKind;
 using dataplane::LengthBase;
+using dataplane::PerKey;
 using dataplane::PortRange;
 using dataplane::Prefix;
 using dataplane::ProfileDef;
 using dataplane::Rule;
 using policer::Algorithm;
+using policer::Color;
 using policer::Params;
 using policer::Unit;
 
@@ -90,13 +97,15 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
 // ---- vocabulary ----------------------------------------------------------------------------------
 
 // clang-format off
-constexpr std::array<std::string_view, 48> kKeywords{
+constexpr std::array<std::string_view, 61> kKeywords{
     "profile", "rule",   "add",   "change", "delete", "list",    "show",      "default",
     "first",   "last",   "before", "after", "port",   "vlan",    "src",       "dst",
     "proto",   "sport",  "dport", "dscp",   "input",  "length",  "blind",     "green",
     "yellow",  "red",    "forward", "drop", "remark", "pcp",     "cir",       "cbs",
     "eir",     "ebs",    "pir",   "pbs",    "1r2c",   "srtcm",   "trtcm",     "trtcm4115",
     "tcp",     "udp",    "sctp",  "icmp",   "icmpv6", "l1",      "l2",        "l3",
+    "color-map", "per",  "src+dport", "5-tuple", "timeout", "capacity", "fallback", "aggregate",
+    "parent",  "map",    "pcp-map", "dscp-map", "unmapped",
 };
 // clang-format on
 
@@ -176,6 +185,51 @@ std::optional<std::size_t> color_index(std::string_view word) {
   return std::nullopt;
 }
 
+std::string_view color_name(Color color) { return kColors[static_cast<std::size_t>(color)]; }
+
+struct KeyKindName {
+  std::string_view name;
+  KeyKind kind;
+};
+constexpr std::array<KeyKindName, 4> kKeyKinds{{
+    {"src", KeyKind::src},
+    {"dst", KeyKind::dst},
+    {"src+dport", KeyKind::src_dport},
+    {"5-tuple", KeyKind::five_tuple},
+}};
+
+struct FallbackName {
+  std::string_view name;
+  KeyFallback fallback;
+};
+constexpr std::array<FallbackName, 3> kFallbacks{{
+    {"aggregate", KeyFallback::aggregate},
+    {"default", KeyFallback::default_action},
+    {"drop", KeyFallback::drop},
+}};
+
+std::string_view color_map_kind_name(ColorMapKind kind) { return kind == ColorMapKind::dscp ? "dscp" : "pcp"; }
+
+// How many entries of a color map are used: 64 DSCP values or 8 PCP values.
+std::size_t color_map_size(ColorMapKind kind) { return kind == ColorMapKind::dscp ? 64 : 8; }
+
+// A number with a unit suffix, such as 30s or 64k.
+struct Scale {
+  std::string_view suffix;
+  std::uint64_t factor;
+};
+// clang-format off
+constexpr std::array<Scale, 6> kDurationScales{{
+    {"h", 3'600'000'000'000}, {"m", 60'000'000'000}, {"s", 1'000'000'000},
+    {"ms", 1'000'000},        {"us", 1'000},         {"ns", 1},
+}};
+constexpr std::array<Scale, 3> kCapacityScales{{{"m", 1u << 20}, {"k", 1u << 10}, {"", 1}}};
+// clang-format on
+
+constexpr std::uint64_t kMinTimeoutNs = 1'000'000;               // 1ms
+constexpr std::uint64_t kMaxTimeoutNs = 24 * 3'600'000'000'000;  // 24h
+constexpr std::uint64_t kMaxCapacity = 1u << 28;
+
 // What each value is, for "expected ..." messages.
 constexpr std::string_view kExpectPorts = "port numbers 0-65535 separated by commas, such as 0 or 0,1";
 constexpr std::string_view kExpectVlan = "a VLAN id 0-4095";
@@ -186,14 +240,25 @@ constexpr std::string_view kExpectL4Ports =
 constexpr std::string_view kExpectDscp =
     "DSCP values 0-63 or names (be, df, cs0-cs7, af11-af43, ef, va) separated by commas";
 constexpr std::string_view kExpectOneDscp = "a DSCP 0-63 or a name: be, df, cs0-cs7, af11-af43, ef, va";
-constexpr std::string_view kExpectInput = "an input color source: blind or dscp";
+constexpr std::string_view kExpectInput = "an input color source: blind, dscp or map";
 constexpr std::string_view kExpectLength =
     "a metered length l1, l2 or l3, optionally adjusted such as l2+4 or l3-20 (-100000..100000)";
 constexpr std::string_view kExpectPcp = "a PCP 0-7";
 constexpr std::string_view kExpectAction = "an action: forward, drop, remark DSCP or pcp N";
 constexpr std::string_view kExpectClause =
-    "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, input, length or "
-    "a color and its action (green, yellow, red or a pair IN>OUT such as green>yellow)";
+    "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, per, timeout, capacity, "
+    "fallback, parent, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
+    "green>yellow)";
+constexpr std::string_view kExpectPerKey =
+    "a key: src, dst, src+dport or 5-tuple, optionally with address masks such as src/24 or src/24,64";
+constexpr std::string_view kExpectDuration = "a duration such as 30s, 500ms or 2m (units ns, us, ms, s, m, h)";
+constexpr std::string_view kExpectCapacity = "a number of keys such as 4096, 64k or 1m (k = 1024, m = 1048576)";
+constexpr std::string_view kExpectFallback = "a fallback: aggregate, default or drop";
+constexpr std::string_view kExpectColor = "a color: green, yellow or red";
+constexpr std::string_view kExpectColorMapKind = "a color map kind: dscp or pcp";
+constexpr std::string_view kExpectDscpValues =
+    "DSCP values 0-63, ranges N-M or names (be, df, cs0-cs7, af11-af43, ef, va) separated by commas";
+constexpr std::string_view kExpectPcpValues = "PCP values 0-7 or ranges N-M separated by commas";
 constexpr std::string_view kNameRule = "a letter, then up to 63 letters, digits, '_', '.' or '-'";
 
 constexpr std::int32_t kMaxLengthAdjust = 100'000;
@@ -323,6 +388,127 @@ Expected<dataplane::MeteredLength> parse_length(std::string_view token) {
   return length;
 }
 
+// A decimal number and one of `scales`' suffixes (in any case), exactly: "1.5k" is 1536, "0.5s" is
+// 500000000 (ns). nullopt when the form is wrong.
+struct Scaled {
+  std::uint64_t value = 0;  // saturates at UINT64_MAX
+  bool not_whole = false;   // a fraction that does not come to a whole number
+};
+template <std::size_t N>
+std::optional<Scaled> parse_scaled(std::string_view text, const std::array<Scale, N>& scales) {
+  constexpr unsigned __int128 kLimit = static_cast<unsigned __int128>(1) << 64;
+  unsigned __int128 mantissa = 0, divisor = 1;
+  bool digits = false, point = false, huge_whole = false, huge_fraction = false;
+  std::size_t end = 0;
+  while (end < text.size() && ((text[end] >= '0' && text[end] <= '9') || (text[end] == '.' && !point))) {
+    if (text[end] == '.') point = true;
+    ++end;
+  }
+  std::string_view number = text.substr(0, end);
+  if (point) {
+    while (number.back() == '0') number.remove_suffix(1);  // trailing zeros of a fraction change nothing
+    if (number.back() == '.') number.remove_suffix(1);
+  }
+  const std::size_t dot = number.find('.');
+  for (std::size_t i = 0; i < number.size(); ++i) {
+    if (i == dot) continue;
+    digits = true;
+    const bool fraction = dot != std::string_view::npos && i > dot;
+    if (mantissa >= kLimit || divisor >= kLimit) {
+      // Far more digits than a valid value has: too large, or too precise to come to a whole number.
+      (fraction ? huge_fraction : huge_whole) = true;
+      continue;
+    }
+    mantissa = mantissa * 10 + static_cast<unsigned>(number[i] - '0');
+    if (fraction) divisor *= 10;
+  }
+  if (!digits || text[end - 1] == '.') return std::nullopt;
+  const std::string_view suffix = text.substr(end);
+  for (const Scale& scale : scales) {
+    if (suffix.size() != scale.suffix.size() ||
+        !std::equal(suffix.begin(), suffix.end(), scale.suffix.begin(), [](char a, char b) { return lower(a) == b; }))
+      continue;
+    Scaled result;
+    if (huge_whole) {
+      result.value = UINT64_MAX;
+      return result;
+    }
+    if (huge_fraction) {
+      result.not_whole = true;
+      return result;
+    }
+    const unsigned __int128 scaled = mantissa * scale.factor;  // below 2^68 * 2^42
+    result.not_whole = scaled % divisor != 0;
+    const unsigned __int128 whole = scaled / divisor;
+    result.value = whole > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(whole);
+    return result;
+  }
+  return std::nullopt;
+}
+
+// per src|dst|src+dport|5-tuple[/V4[,V6]]
+Expected<PerKey> parse_per_key(std::string_view token) {
+  PerKey per_key;
+  const std::size_t slash = token.find('/');
+  const std::string_view kind = token.substr(0, slash);
+  const auto it =
+      std::find_if(kKeyKinds.begin(), kKeyKinds.end(), [&](const KeyKindName& k) { return k.name == kind; });
+  if (it == kKeyKinds.end()) return not_a_keyword(token, cat("expected ", kExpectPerKey));
+  per_key.kind = it->kind;
+  if (slash == std::string_view::npos) return per_key;
+  const auto masks = split(token.substr(slash + 1), ',');
+  if (masks.size() > 2) return at(token, cat("expected ", kExpectPerKey));
+  const auto ipv4 = parse_number(masks[0], 32);
+  if (!ipv4) return at(token, "expected an IPv4 mask length 0-32 after '/'");
+  per_key.ipv4_prefix = static_cast<std::uint8_t>(*ipv4);
+  if (masks.size() == 2) {
+    const auto ipv6 = parse_number(masks[1], 128);
+    if (!ipv6) return at(token, "expected an IPv6 mask length 0-128 after ','");
+    per_key.ipv6_prefix = static_cast<std::uint8_t>(*ipv6);
+  }
+  return per_key;
+}
+
+// A key's idle timeout, in nanoseconds: 1ms..24h.
+Expected<std::uint64_t> parse_timeout(std::string_view token) {
+  const auto duration = parse_scaled(token, kDurationScales);
+  if (!duration) {
+    if (parse_number(token, UINT64_MAX / 10)) return at(token, "a duration needs a unit: ns, us, ms, s, m or h");
+    return not_a_keyword(token, cat("expected ", kExpectDuration));
+  }
+  if (duration->not_whole) return at(token, "is not a whole number of nanoseconds");
+  if (duration->value < kMinTimeoutNs) return at(token, "the timeout must be at least 1ms");
+  if (duration->value > kMaxTimeoutNs) return at(token, "the timeout must be at most 24h");
+  return duration->value;
+}
+
+// Live keys per rule: 1..2^28, with k = 1024 and m = 1048576.
+Expected<std::uint32_t> parse_capacity(std::string_view token) {
+  const auto capacity = parse_scaled(token, kCapacityScales);
+  if (!capacity) return not_a_keyword(token, cat("expected ", kExpectCapacity));
+  if (capacity->not_whole) return at(token, "is not a whole number of keys");
+  if (capacity->value < 1 || capacity->value > kMaxCapacity)
+    return at(token, "the capacity must be 1 to 256m (268435456) keys");
+  return static_cast<std::uint32_t>(capacity->value);
+}
+
+// One item of a color map's values: N, N-M, or (DSCP) a name; both ends at most `max`.
+std::optional<std::pair<std::uint8_t, std::uint8_t>> color_map_item(std::string_view item, std::uint64_t max,
+                                                                    bool dscp_names) {
+  if (dscp_names) {
+    for (const auto& named : kDscpNames)
+      if (named.name == item) return std::pair{named.value, named.value};
+  }
+  const std::size_t dash = item.find('-');
+  const auto first = parse_number(item.substr(0, dash), max);
+  if (!first) return std::nullopt;
+  if (dash == std::string_view::npos)
+    return std::pair{static_cast<std::uint8_t>(*first), static_cast<std::uint8_t>(*first)};
+  const auto last = parse_number(item.substr(dash + 1), max);
+  if (!last) return std::nullopt;
+  return std::pair{static_cast<std::uint8_t>(*first), static_cast<std::uint8_t>(*last)};
+}
+
 std::optional<std::array<std::uint8_t, 4>> parse_ipv4(std::string_view text) {
   const auto parts = split(text, '.');
   if (parts.size() != 4) return std::nullopt;
@@ -446,6 +632,62 @@ std::string format_profile(const ProfileDef& profile) {
   return text;
 }
 
+std::string format_per_key(const PerKey& per_key) {
+  std::string text;
+  for (const auto& named : kKeyKinds)
+    if (named.kind == per_key.kind) text = std::string(named.name);
+  const PerKey defaults;
+  if (per_key.ipv6_prefix != defaults.ipv6_prefix)
+    text += cat("/", std::to_string(per_key.ipv4_prefix), ",", std::to_string(per_key.ipv6_prefix));
+  else if (per_key.ipv4_prefix != defaults.ipv4_prefix)
+    text += cat("/", std::to_string(per_key.ipv4_prefix));
+  return text;
+}
+
+std::string_view format_fallback(KeyFallback fallback) {
+  for (const auto& named : kFallbacks)
+    if (named.fallback == fallback) return named.name;
+  return kFallbacks[0].name;
+}
+
+// The values of one color, compactly: runs of consecutive values as ranges N-M, single DSCP values by
+// name where they have one.
+std::string format_color_values(const ColorMap& map, Color color) {
+  const std::size_t size = color_map_size(map.kind);
+  std::string text;
+  for (std::size_t value = 0; value < size;) {
+    if (map.colors[value] != color) {
+      ++value;
+      continue;
+    }
+    std::size_t last = value;
+    while (last + 1 < size && map.colors[last + 1] == color) ++last;
+    if (!text.empty()) text += ',';
+    if (last > value)
+      text.append(std::to_string(value)).append("-").append(std::to_string(last));
+    else
+      text += map.kind == ColorMapKind::dscp ? detail::format_dscp(static_cast<std::uint8_t>(value))
+                                             : std::to_string(value);
+    value = last + 1;
+  }
+  return text;
+}
+
+std::string format_color_map(const ColorMap& map) {
+  std::string text = cat("color-map add ", map.name, " ", color_map_kind_name(map.kind));
+  bool any = false;
+  for (const Color color : {Color::yellow, Color::red}) {
+    const std::string values = format_color_values(map, color);
+    if (values.empty()) continue;
+    text.append(" ").append(color_name(color)).append(" ").append(values);
+    any = true;
+  }
+  // Green is the default and never printed, except for a map that is all green: the command needs
+  // one color.
+  if (!any) text.append(" green ").append(format_color_values(map, Color::green));
+  return text;
+}
+
 std::string format_rule(const Rule& rule) {
   const auto& m = rule.match;
   std::string text = cat("rule add ", rule.name);
@@ -465,7 +707,25 @@ std::string format_rule(const Rule& rule) {
     clause("dscp", list);
   }
   clause("profile", rule.profile);
+  const PerKey per_defaults;
+  if (rule.per_key.kind != dataplane::KeyKind::none) {
+    clause("per", format_per_key(rule.per_key));
+    if (rule.per_key.idle_timeout_ns != per_defaults.idle_timeout_ns)
+      clause("timeout", detail::format_duration(rule.per_key.idle_timeout_ns));
+    if (rule.per_key.capacity != per_defaults.capacity)
+      clause("capacity", detail::format_capacity(rule.per_key.capacity));
+    if (rule.per_key.fallback != per_defaults.fallback)
+      clause("fallback", std::string(format_fallback(rule.per_key.fallback)));
+  }
+  if (rule.parent) clause("parent", *rule.parent);
   if (rule.input == InputColor::dscp) clause("input", "dscp");
+  if (rule.input == InputColor::mapped) {
+    std::string input = "map";
+    if (rule.pcp_map) input.append(" pcp-map ").append(*rule.pcp_map);
+    if (rule.dscp_map) input.append(" dscp-map ").append(*rule.dscp_map);
+    if (rule.input_default != Color::green) input.append(" unmapped ").append(color_name(rule.input_default));
+    clause("input", input);
+  }
   if (rule.length != dataplane::MeteredLength{}) clause("length", format_length(rule.length));
   const Rule defaults;  // only actions that differ from Rule's defaults are printed
   for (std::size_t color = 0; color < 3; ++color)
@@ -621,8 +881,12 @@ struct ClauseSpec {
   std::string_view keyword;
   std::string_view expect;  // what its value is
 };
-enum class Clause : std::uint8_t { port, vlan, src, dst, proto, sport, dport, dscp, profile, input, length };
-constexpr std::size_t kClauseCount = 11;
+// clang-format off
+enum class Clause : std::uint8_t {
+  port, vlan, src, dst, proto, sport, dport, dscp, profile, per, timeout, capacity, fallback, parent, input, length
+};
+// clang-format on
+constexpr std::size_t kClauseCount = 16;
 constexpr std::array<ClauseSpec, kClauseCount> kClauses{{
     {"port", kExpectPorts},
     {"vlan", kExpectVlan},
@@ -633,9 +897,47 @@ constexpr std::array<ClauseSpec, kClauseCount> kClauses{{
     {"dport", kExpectL4Ports},
     {"dscp", kExpectDscp},
     {"profile", "a profile name"},
+    {"per", kExpectPerKey},
+    {"timeout", kExpectDuration},
+    {"capacity", kExpectCapacity},
+    {"fallback", kExpectFallback},
+    {"parent", "a profile name"},
     {"input", kExpectInput},
     {"length", kExpectLength},
 }};
+
+// After 'input map': [pcp-map NAME] [dscp-map NAME] [unmapped COLOR], in any order, each at most once,
+// at least one map. `map_token` is the word 'map', the subject when no map is given.
+std::optional<Error> parse_input_maps(Cursor& c, const Policy& policy, std::string_view map_token, Rule& rule) {
+  std::array<bool, 3> seen{};
+  while (true) {
+    const std::string_view key = c.peek();
+    const std::size_t which = key == "pcp-map" ? 0 : key == "dscp-map" ? 1 : key == "unmapped" ? 2 : 3;
+    if (which == 3) break;
+    c.take();
+    if (seen[which]) return at(key, cat(key, " given twice"));
+    seen[which] = true;
+    if (which == 2) {
+      const auto token = c.expect(kExpectColor);
+      if (!token) return token.error();
+      const auto color = color_index(*token);
+      if (!color) return not_a_keyword(*token, cat("expected ", kExpectColor));
+      rule.input_default = static_cast<Color>(*color);
+      continue;
+    }
+    const ColorMapKind kind = which == 0 ? ColorMapKind::pcp : ColorMapKind::dscp;
+    const auto token = c.expect(cat("a ", color_map_kind_name(kind), " color map name"));
+    if (!token) return token.error();
+    const ColorMap* map = policy.find_color_map(*token);
+    if (!map) return at(*token, "no such color map");
+    if (map->kind != kind)
+      return at(*token, cat("color map ", *token, " is a ", color_map_kind_name(map->kind), " map; ", key, " needs a ",
+                            color_map_kind_name(kind), " map"));
+    (which == 0 ? rule.pcp_map : rule.dscp_map) = std::string(*token);
+  }
+  if (!seen[0] && !seen[1]) return at(map_token, "input map needs a map: pcp-map NAME, dscp-map NAME or both");
+  return std::nullopt;
+}
 
 // RULE-BODY: clauses in any order, each at most once.
 Expected<Rule> parse_rule_body(Cursor& c, const Policy& policy, std::string_view name) {
@@ -646,8 +948,9 @@ Expected<Rule> parse_rule_body(Cursor& c, const Policy& policy, std::string_view
   std::array<bool, kClauseCount> seen{};
   std::array<bool, 3> color_seen{};
   std::array<std::array<bool, 3>, 3> pair_seen{};
-  std::string_view first_pair;    // for the error when there is no 'input dscp'
+  std::string_view first_pair;    // for the error when the input is blind
   std::string_view ports_clause;  // sport or dport, for the error when the protocol has no ports
+  std::string_view per_clause;    // timeout, capacity or fallback, for the error when there is no 'per'
 
   while (!c.done()) {
     const std::string_view key = c.take();
@@ -718,16 +1021,55 @@ Expected<Rule> parse_rule_body(Cursor& c, const Policy& policy, std::string_view
           break;
         }
         case profile:
+        case parent:
           if (!policy.find_profile(token)) return at(token, "no such profile");
-          rule.profile = std::string(token);
-          break;
-        case input:
-          if (token == "blind")
-            rule.input = InputColor::blind;
-          else if (token == "dscp")
-            rule.input = InputColor::dscp;
+          if (clause == profile)
+            rule.profile = std::string(token);
           else
+            rule.parent = std::string(token);
+          break;
+        case per: {
+          const auto per_key = parse_per_key(token);
+          if (!per_key) return per_key.error();
+          // timeout, capacity and fallback may come first: keep what they set.
+          rule.per_key.kind = per_key->kind;
+          rule.per_key.ipv4_prefix = per_key->ipv4_prefix;
+          rule.per_key.ipv6_prefix = per_key->ipv6_prefix;
+          break;
+        }
+        case timeout: {
+          const auto ns = parse_timeout(token);
+          if (!ns) return ns.error();
+          rule.per_key.idle_timeout_ns = *ns;
+          if (per_clause.empty()) per_clause = key;
+          break;
+        }
+        case capacity: {
+          const auto keys = parse_capacity(token);
+          if (!keys) return keys.error();
+          rule.per_key.capacity = *keys;
+          if (per_clause.empty()) per_clause = key;
+          break;
+        }
+        case fallback: {
+          const auto it = std::find_if(kFallbacks.begin(), kFallbacks.end(),
+                                       [&](const FallbackName& f) { return f.name == token; });
+          if (it == kFallbacks.end()) return not_a_keyword(token, cat("expected ", kExpectFallback));
+          rule.per_key.fallback = it->fallback;
+          if (per_clause.empty()) per_clause = key;
+          break;
+        }
+        case input:
+          if (token == "blind") {
+            rule.input = InputColor::blind;
+          } else if (token == "dscp") {
+            rule.input = InputColor::dscp;
+          } else if (token == "map") {
+            rule.input = InputColor::mapped;
+            if (auto error = parse_input_maps(c, policy, token, rule)) return *error;
+          } else {
             return not_a_keyword(token, cat("expected ", kExpectInput));
+          }
           break;
         case length: {
           const auto metered = parse_length(token);
@@ -764,16 +1106,142 @@ Expected<Rule> parse_rule_body(Cursor& c, const Policy& policy, std::string_view
       continue;
     }
 
+    if (key == "pcp-map" || key == "dscp-map" || key == "unmapped")
+      return at(key, cat(key,
+                         " belongs to 'input map', right after it: input map [pcp-map NAME] [dscp-map NAME] "
+                         "[unmapped COLOR]"));
     return not_a_keyword(key, kExpectClause);
   }
 
   if (!seen[static_cast<std::size_t>(profile)]) return Error{"", "missing 'profile PROFILE'"};
-  if (!first_pair.empty() && rule.input != InputColor::dscp)
-    return at(first_pair, "a color pair IN>OUT needs 'input dscp' (the input color comes from the DSCP)");
+  if (!per_clause.empty() && !seen[static_cast<std::size_t>(per)])
+    return at(per_clause, cat(per_clause, " needs per-key meters: add 'per KEY' (src, dst, src+dport or 5-tuple)"));
+  if (!first_pair.empty() && rule.input == InputColor::blind)
+    return at(first_pair, "a color pair IN>OUT needs a color-aware input: 'input dscp' or 'input map ...'");
   return rule;
 }
 
 // ---- commands ------------------------------------------------------------------------------------
+
+// "'<token>': <what> is used by <users[0]>; change or delete that rule first", counting the others.
+Error in_use(std::string_view token, std::string_view what, const std::vector<std::string>& users) {
+  if (users.size() == 1) return at(token, cat(what, " is used by ", users[0], "; change or delete that rule first"));
+  const std::string others = cat(std::to_string(users.size() - 1), users.size() == 2 ? " other rule" : " other rules");
+  return at(token, cat(what, " is used by ", users[0], " and ", others, "; change or delete those rules first"));
+}
+
+// The rules that use a color map, each with the role it has there ("rule r as its pcp-map").
+std::vector<std::string> color_map_users(const Policy& policy, std::string_view name) {
+  std::vector<std::string> users;
+  for (const Rule& rule : policy.rules) {
+    if (rule.input != InputColor::mapped) continue;
+    if (rule.pcp_map == name)
+      users.push_back(cat("rule ", rule.name, " as its pcp-map"));
+    else if (rule.dscp_map == name)
+      users.push_back(cat("rule ", rule.name, " as its dscp-map"));
+  }
+  return users;
+}
+
+// color-map add|change NAME dscp|pcp COLOR VALUES [COLOR VALUES ...], after the name: values not
+// listed are green; a value listed under two colors is an error.
+Expected<ColorMap> parse_color_map(Cursor& c, const Policy& policy, std::string_view name, bool add) {
+  ColorMap map;
+  map.name = std::string(name);
+  const auto kind = c.expect(kExpectColorMapKind);
+  if (!kind) return kind.error();
+  if (*kind == "dscp")
+    map.kind = ColorMapKind::dscp;
+  else if (*kind == "pcp")
+    map.kind = ColorMapKind::pcp;
+  else
+    return not_a_keyword(*kind, cat("expected ", kExpectColorMapKind));
+  if (!add) {
+    // The rules that use the map need it of the kind they use it as.
+    const ColorMap* existing = policy.find_color_map(name);
+    const auto users = color_map_users(policy, name);
+    if (existing->kind != map.kind && !users.empty())
+      return at(*kind, cat("color map ", name, " is used by ", users[0], ", which needs a ",
+                           color_map_kind_name(existing->kind), " map; change or delete that rule first"));
+  }
+  const bool dscp = map.kind == ColorMapKind::dscp;
+  const std::string_view expect_values = dscp ? kExpectDscpValues : kExpectPcpValues;
+  std::array<bool, 3> color_seen{};
+  std::array<std::optional<std::size_t>, 64> listed{};  // the color each value was listed under
+  if (c.done()) return missing_after(c.previous(), "a color (green, yellow or red) and its values");
+  while (!c.done()) {
+    const std::string_view key = c.take();
+    const auto color = color_index(key);
+    if (!color) return not_a_keyword(key, cat("expected ", kExpectColor));
+    if (color_seen[*color]) return at(key, cat(key, " given twice"));
+    color_seen[*color] = true;
+    const auto token = c.expect(expect_values);
+    if (!token) return token.error();
+    const auto ranges = parse_list<std::pair<std::uint8_t, std::uint8_t>>(
+        *token, expect_values, [&](std::string_view item) { return color_map_item(item, dscp ? 63 : 7, dscp); });
+    if (!ranges) return ranges.error();
+    for (const auto& [first, last] : *ranges) {
+      if (first > last) {
+        const auto a = std::to_string(first), b = std::to_string(last);
+        return at(*token, cat("the range ", a, "-", b, " is reversed; write ", b, "-", a));
+      }
+      for (std::size_t value = first; value <= last; ++value) {
+        if (listed[value] && *listed[value] != *color)
+          return at(*token, cat(std::to_string(value), " is listed under both ", kColors[*listed[value]], " and ", key,
+                                "; a value has one color"));
+        listed[value] = *color;
+        map.colors[value] = static_cast<Color>(*color);
+      }
+    }
+  }
+  return map;
+}
+
+Expected<std::string> color_map_command(Policy& policy, Cursor& c) {
+  const auto verb = c.expect("add, change, delete or list");
+  if (!verb) return verb.error();
+
+  if (*verb == "add" || *verb == "change") {
+    const bool add = *verb == "add";
+    const auto name = c.expect("a color map name");
+    if (!name) return name.error();
+    const ColorMap* existing = policy.find_color_map(*name);
+    if (add) {
+      if (auto error = check_new_name(*name, "color map", existing != nullptr)) return *error;
+    } else if (!existing) {
+      return at(*name, "no such color map");
+    }
+    auto map = parse_color_map(c, policy, *name, add);
+    if (!map) return map.error();
+    if (add) {
+      policy.color_maps.push_back(std::move(*map));
+    } else {
+      for (auto& m : policy.color_maps)
+        if (m.name == *name) m = *map;
+    }
+    return std::string();
+  }
+
+  if (*verb == "delete") {
+    const auto name = c.expect("a color map name");
+    if (!name) return name.error();
+    if (!policy.find_color_map(*name)) return at(*name, "no such color map");
+    if (auto error = c.expect_end()) return *error;
+    const auto users = color_map_users(policy, *name);
+    if (!users.empty()) return in_use(*name, cat("color map ", *name), users);
+    std::erase_if(policy.color_maps, [&](const ColorMap& m) { return m.name == *name; });
+    return std::string();
+  }
+
+  if (*verb == "list") {
+    if (auto error = c.expect_end()) return *error;
+    std::string out;
+    for (const auto& m : policy.color_maps) out.append(format_color_map(m)).append("\n");
+    return out;
+  }
+
+  return not_a_keyword(*verb, "expected add, change, delete or list after 'color-map'");
+}
 
 Expected<std::string> profile_command(Policy& policy, Cursor& c) {
   const auto verb = c.expect("add, change, delete or list");
@@ -811,17 +1279,15 @@ Expected<std::string> profile_command(Policy& policy, Cursor& c) {
     if (!name) return name.error();
     if (!policy.find_profile(*name)) return at(*name, "no such profile");
     if (auto error = c.expect_end()) return *error;
-    std::vector<std::string_view> users;
-    for (const Rule& rule : policy.rules)
-      if (rule.profile == *name) users.push_back(rule.name);
-    if (!users.empty()) {
-      if (users.size() == 1)
-        return at(*name, cat("profile ", *name, " is used by rule ", users[0], "; change or delete that rule first"));
-      const std::string others =
-          cat(std::to_string(users.size() - 1), users.size() == 2 ? " other rule" : " other rules");
-      return at(*name, cat("profile ", *name, " is used by rule ", users[0], " and ", others,
-                           "; change or delete those rules first"));
+    // A rule uses a profile for its meters or as its parent.
+    std::vector<std::string> users;
+    for (const Rule& rule : policy.rules) {
+      if (rule.profile == *name)
+        users.push_back(cat("rule ", rule.name));
+      else if (rule.parent == *name)
+        users.push_back(cat("rule ", rule.name, " as its parent"));
     }
+    if (!users.empty()) return in_use(*name, cat("profile ", *name), users);
     std::erase_if(policy.profiles, [&](const ProfileDef& p) { return p.name == *name; });
     return std::string();
   }
@@ -1052,6 +1518,18 @@ std::string format_dscp(std::uint8_t dscp) {
   return std::to_string(dscp);
 }
 
+std::string format_duration(std::uint64_t ns) {
+  for (const Scale& s : kDurationScales)
+    if (ns != 0 && ns % s.factor == 0) return cat(std::to_string(ns / s.factor), s.suffix);
+  return cat(std::to_string(ns), "ns");
+}
+
+std::string format_capacity(std::uint32_t keys) {
+  for (const Scale& s : kCapacityScales)
+    if (keys != 0 && keys % s.factor == 0) return cat(std::to_string(keys / s.factor), s.suffix);
+  return std::to_string(keys);
+}
+
 }  // namespace detail
 
 // ---- the API -------------------------------------------------------------------------------------
@@ -1062,13 +1540,14 @@ Expected<std::string> execute(Policy& policy, std::string_view line) {
   Cursor c(tokens);
   const std::string_view command = c.take();
   if (command == "profile") return profile_command(policy, c);
+  if (command == "color-map") return color_map_command(policy, c);
   if (command == "rule") return rule_command(policy, c);
   if (command == "default") return default_command(policy, c);
   if (command == "show") {
     if (auto error = c.expect_end()) return *error;
     return print(policy);
   }
-  return not_a_keyword(command, "unknown command; expected profile, rule, default or show");
+  return not_a_keyword(command, "unknown command; expected profile, color-map, rule, default or show");
 }
 
 Expected<Policy> load(std::string_view text, const Policy& base) {
@@ -1091,6 +1570,7 @@ Expected<Policy> load(std::string_view text, const Policy& base) {
 std::string print(const Policy& policy) {
   std::string out;
   for (const auto& p : policy.profiles) out.append(format_profile(p)).append("\n");
+  for (const auto& m : policy.color_maps) out.append(format_color_map(m)).append("\n");
   for (const auto& r : policy.rules) out.append(format_rule(r)).append("\n");
   if (policy.default_action != Action{})
     out.append("default ").append(format_action(policy.default_action)).append("\n");

@@ -64,15 +64,62 @@ struct MeteredLength {
   friend bool operator==(const MeteredLength&, const MeteredLength&) = default;
 };
 
-// Where a color-aware rule takes the input color from. For now a fixed map from DSCP (RFC 2597):
-// AFx2 (12, 20, 28, 36) yellow, AFx3 (14, 22, 30, 38) red, anything else green.
-enum class InputColor : std::uint8_t { blind, dscp };
+// Where a color-aware rule takes the input color from.
+//   blind:  every packet enters green.
+//   dscp:   the fixed RFC 2597 map: AFx2 (12, 20, 28, 36) yellow, AFx3 (14, 22, 30, 38) red, else green.
+//   mapped: the rule's color maps (below): the PCP map for a tagged packet, else the DSCP map, else
+//           the rule's default input color.
+enum class InputColor : std::uint8_t { blind, dscp, mapped };
+
+// A named input-color table, as DPDK rte_mtr's dscp_table / vlan_table: 64 entries indexed by DSCP
+// or 8 by VLAN PCP.
+enum class ColorMapKind : std::uint8_t { dscp, pcp };
+struct ColorMap {
+  std::string name;
+  ColorMapKind kind = ColorMapKind::dscp;
+  std::array<Color, 64> colors{};  // indexed by DSCP (0..63) or PCP (0..7); unset entries green
+  friend bool operator==(const ColorMap&, const ColorMap&) = default;
+};
+
+// Per-key meters: instead of one aggregate meter, a rule may meter each distinct key separately.
+// Addresses may be masked to a prefix (per /24 of IPv4 sources, per /64 of IPv6 sources, ...).
+enum class KeyKind : std::uint8_t {
+  none,        // one aggregate meter for the rule
+  src,         // source address
+  dst,         // destination address
+  src_dport,   // source address and destination port
+  five_tuple,  // addresses, protocol, ports
+};
+// What a new key gets when the rule's table is full.
+enum class KeyFallback : std::uint8_t {
+  aggregate,       // the rule's aggregate meter (its `profile`), shared by all such keys
+  default_action,  // the policy's default action, unmetered
+  drop,
+};
+struct PerKey {
+  KeyKind kind = KeyKind::none;
+  std::uint8_t ipv4_prefix = 32;     // source/destination addresses masked to this length
+  std::uint8_t ipv6_prefix = 128;
+  std::uint64_t idle_timeout_ns = 60'000'000'000;  // a key idle this long starts again full
+  std::uint32_t capacity = 1u << 20;              // live keys of the rule, both address families
+  KeyFallback fallback = KeyFallback::aggregate;
+  friend bool operator==(const PerKey&, const PerKey&) = default;
+};
 
 struct Rule {
   std::string name;
   Match match;
-  std::string profile;
+  std::string profile;               // the aggregate meter's profile, or each key's with per_key
+  PerKey per_key;
+  // Hierarchy: a parent aggregate meter above the rule's meters. The child (per key or aggregate)
+  // checks first; the parent then checks color-aware with the child's color as input; a packet the
+  // child marks red skips the parent; a packet the parent marks red refunds nothing to the child. The
+  // packet's color is the parent's.
+  std::optional<std::string> parent;  // the parent's profile
   InputColor input = InputColor::blind;
+  std::optional<std::string> pcp_map;   // InputColor::mapped: ColorMap names
+  std::optional<std::string> dscp_map;
+  Color input_default = Color::green;   // InputColor::mapped: for a packet no map applies to
   MeteredLength length;
   // By output color; defaults: green and yellow forwarded, red dropped.
   std::array<Action, 3> on_color{Action{}, Action{}, Action{true, std::nullopt, std::nullopt}};
@@ -83,17 +130,24 @@ struct Rule {
 
 struct Policy {
   std::vector<ProfileDef> profiles;  // in order of definition
+  std::vector<ColorMap> color_maps;  // in order of definition
   std::vector<Rule> rules;           // first match wins
   Action default_action;             // non-IP, malformed, and packets no rule matches
   friend bool operator==(const Policy&, const Policy&) = default;
 
   const ProfileDef* find_profile(std::string_view name) const;
+  const ColorMap* find_color_map(std::string_view name) const;
   const Rule* find_rule(std::string_view name) const;
 };
 
 inline const ProfileDef* Policy::find_profile(std::string_view name) const {
   for (const auto& p : profiles)
     if (p.name == name) return &p;
+  return nullptr;
+}
+inline const ColorMap* Policy::find_color_map(std::string_view name) const {
+  for (const auto& m : color_maps)
+    if (m.name == name) return &m;
   return nullptr;
 }
 inline const Rule* Policy::find_rule(std::string_view name) const {

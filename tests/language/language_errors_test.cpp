@@ -12,6 +12,7 @@ namespace tricolor::control {
 namespace {
 
 using testing::kBaseConfig;
+using testing::kMapConfig;
 using testing::must_load;
 
 struct ErrorCase {
@@ -43,16 +44,19 @@ const std::string kLongNameMessage = "'" + kLongName + "': a profile name is at 
 const std::string kLongRuleMessage = "'" + kLongName + "': a rule name is at most 64 characters; this one has 65";
 
 constexpr std::string_view kClauses =
-    "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, input, length or a color "
-    "and its action (green, yellow, red or a pair IN>OUT such as green>yellow)";
+    "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, per, timeout, capacity, "
+    "fallback, parent, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
+    "green>yellow)";
 
 INSTANTIATE_TEST_SUITE_P(
     Commands, LanguageError,
     ::testing::Values(
-        ErrorCase{"foo", "foo", "'foo': unknown command; expected profile, rule, default or show"},
-        ErrorCase{"Profile list", "Profile",
-                  "'Profile': unknown command; expected profile, rule, default or show (keywords are lower-case)"},
-        ErrorCase{"  \tfoo bar # comment", "foo", "'foo': unknown command; expected profile, rule, default or show"},
+        ErrorCase{"foo", "foo", "'foo': unknown command; expected profile, color-map, rule, default or show"},
+        ErrorCase{
+            "Profile list", "Profile",
+            "'Profile': unknown command; expected profile, color-map, rule, default or show (keywords are lower-case)"},
+        ErrorCase{"  \tfoo bar # comment", "foo",
+                  "'foo': unknown command; expected profile, color-map, rule, default or show"},
         ErrorCase{"profile", "", "after 'profile': expected add, change, delete or list"},
         ErrorCase{"profile remove gold", "remove", "'remove': expected add, change, delete or list after 'profile'"},
         ErrorCase{"rule", "", "after 'rule': expected add, change, delete or list"},
@@ -283,7 +287,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "'ef,AF11': 'AF11' is not a valid item; expected DSCP values 0-63 or names (be, df, cs0-cs7, "
                   "af11-af43, ef, va) separated by commas"},
         ErrorCase{"rule add r profile gold input aware", "aware",
-                  "'aware': expected an input color source: blind or dscp"},
+                  "'aware': expected an input color source: blind, dscp or map"},
         ErrorCase{"rule add r profile gold input blind input dscp", "input", "'input': input given twice"},
         ErrorCase{"rule add r profile gold length l4", "l4",
                   "'l4': expected a metered length l1, l2 or l3, optionally adjusted such as l2+4 or l3-20 "
@@ -309,9 +313,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "'reject': expected an action: forward, drop, remark DSCP or pcp N"},
         ErrorCase{"rule add r profile gold green drop green forward", "green", "'green': green given twice"},
         ErrorCase{"rule add r profile gold green>yellow drop", "green>yellow",
-                  "'green>yellow': a color pair IN>OUT needs 'input dscp' (the input color comes from the DSCP)"},
+                  "'green>yellow': a color pair IN>OUT needs a color-aware input: 'input dscp' or 'input map ...'"},
         ErrorCase{"rule add r profile gold input blind red drop yellow>red drop", "yellow>red",
-                  "'yellow>red': a color pair IN>OUT needs 'input dscp' (the input color comes from the DSCP)"},
+                  "'yellow>red': a color pair IN>OUT needs a color-aware input: 'input dscp' or 'input map ...'"},
         ErrorCase{"rule add r profile gold input dscp yellow>green drop", "yellow>green",
                   "'yellow>green': never happens: a color-aware meter never turns a yellow packet green"},
         ErrorCase{"rule add r profile gold input dscp red>yellow drop", "red>yellow",
@@ -344,6 +348,276 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"rule add r profile gold red remark 5 remark 6", "remark",
                   "'remark': remark given twice in one action"},
         ErrorCase{"default pcp 3 pcp 4", "pcp", "'pcp': pcp given twice in one action"}));
+
+// The same on kBaseConfig with kMapConfig added: color maps, per-key meters, parents and input maps.
+class LanguageMapError : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(LanguageMapError, NamesTheTokenAndLeavesThePolicyUnchanged) {
+  const ErrorCase& c = GetParam();
+  dataplane::Policy policy = must_load(kMapConfig, must_load(kBaseConfig));
+  const dataplane::Policy before = policy;
+  const auto result = execute(policy, c.command);
+  ASSERT_FALSE(result.ok()) << "accepted: " << c.command;
+  EXPECT_EQ(result.error().subject, c.subject);
+  EXPECT_EQ(result.error().message, c.message);
+  EXPECT_EQ(policy, before);
+}
+
+const std::string kLongMapName = "color-map add " + kLongName + " dscp red 1";
+const std::string kLongMapMessage = "'" + kLongName + "': a color map name is at most 64 characters; this one has 65";
+constexpr std::string_view kNameSyntax = "a letter, then up to 63 letters, digits, '_', '.' or '-'";
+constexpr std::string_view kDscpValues =
+    "expected DSCP values 0-63, ranges N-M or names (be, df, cs0-cs7, af11-af43, ef, va) separated by commas";
+constexpr std::string_view kPcpValues = "expected PCP values 0-7 or ranges N-M separated by commas";
+
+std::string quoted(std::string_view token, std::string_view rest) {
+  return "'" + std::string(token) + "': " + std::string(rest);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ColorMaps, LanguageMapError,
+    ::testing::Values(
+        ErrorCase{"color-map", "", "after 'color-map': expected add, change, delete or list"},
+        ErrorCase{"color-map remove af", "remove", "'remove': expected add, change, delete or list after 'color-map'"},
+        ErrorCase{"color-map Add m dscp red 1", "Add",
+                  "'Add': expected add, change, delete or list after 'color-map' (keywords are lower-case)"},
+        ErrorCase{"Color-map list", "Color-map",
+                  "'Color-map': unknown command; expected profile, color-map, rule, default or show (keywords are "
+                  "lower-case)"},
+        ErrorCase{"colormap list", "colormap",
+                  "'colormap': unknown command; expected profile, color-map, rule, default or show"},
+        ErrorCase{"color-map list all", "all", "'all': unexpected after 'list': the command ends there"},
+        // names
+        ErrorCase{"color-map add", "", "after 'add': expected a color map name"},
+        ErrorCase{"color-map add 9m dscp red 1", "9m",
+                  quoted("9m", "expected a color map name: ") + std::string(kNameSyntax)},
+        ErrorCase{"color-map add m+n dscp red 1", "m+n",
+                  quoted("m+n", "expected a color map name: ") + std::string(kNameSyntax)},
+        ErrorCase{kLongMapName, kLongName, kLongMapMessage},
+        ErrorCase{"color-map add red dscp red 1", "red", "'red': red is a keyword and cannot name a color map"},
+        ErrorCase{"color-map add map dscp red 1", "map", "'map': map is a keyword and cannot name a color map"},
+        ErrorCase{"color-map add color-map dscp red 1", "color-map",
+                  "'color-map': color-map is a keyword and cannot name a color map"},
+        ErrorCase{"color-map add af dscp red 1", "af", "'af': a color map named af already exists"},
+        // kind and values
+        ErrorCase{"color-map add m", "", "after 'm': expected a color map kind: dscp or pcp"},
+        ErrorCase{"color-map add m vlan red 1", "vlan", "'vlan': expected a color map kind: dscp or pcp"},
+        ErrorCase{"color-map add m PCP red 1", "PCP",
+                  "'PCP': expected a color map kind: dscp or pcp (keywords are lower-case)"},
+        ErrorCase{"color-map add m dscp", "", "after 'dscp': expected a color (green, yellow or red) and its values"},
+        ErrorCase{"color-map add m pcp", "", "after 'pcp': expected a color (green, yellow or red) and its values"},
+        ErrorCase{"color-map add m dscp blue 1", "blue", "'blue': expected a color: green, yellow or red"},
+        ErrorCase{"color-map add m dscp Red 1", "Red",
+                  "'Red': expected a color: green, yellow or red (keywords are lower-case)"},
+        ErrorCase{"color-map add m dscp red", "", "after 'red': " + std::string(kDscpValues)},
+        ErrorCase{"color-map add m pcp yellow", "", "after 'yellow': " + std::string(kPcpValues)},
+        ErrorCase{"color-map add m dscp red 64", "64", quoted("64", kDscpValues)},
+        ErrorCase{"color-map add m dscp red 60-64", "60-64", quoted("60-64", kDscpValues)},
+        ErrorCase{"color-map add m pcp red 8", "8", quoted("8", kPcpValues)},
+        ErrorCase{"color-map add m pcp red ef", "ef", quoted("ef", kPcpValues)},
+        ErrorCase{"color-map add m dscp red af11-af13", "af11-af13", quoted("af11-af13", kDscpValues)},
+        ErrorCase{"color-map add m dscp red 1,x", "1,x",
+                  quoted("1,x", "'x' is not a valid item; ") + std::string(kDscpValues)},
+        ErrorCase{"color-map add m pcp red 1-", "1-", quoted("1-", kPcpValues)},
+        ErrorCase{"color-map add m dscp red 1,,2", "1,,2",
+                  quoted("1,,2", "empty item in the list; ") + std::string(kDscpValues)},
+        ErrorCase{"color-map add m dscp red 9-3", "9-3", "'9-3': the range 9-3 is reversed; write 3-9"},
+        ErrorCase{"color-map add m pcp red 1,7-6", "1,7-6", "'1,7-6': the range 7-6 is reversed; write 6-7"},
+        ErrorCase{"color-map add m dscp red 1 red 2", "red", "'red': red given twice"},
+        ErrorCase{"color-map add m dscp yellow 10-20 red af13,af23", "af13,af23",
+                  "'af13,af23': 14 is listed under both yellow and red; a value has one color"},
+        ErrorCase{"color-map add m pcp green 0-7 yellow 7", "7",
+                  "'7': 7 is listed under both green and yellow; a value has one color"},
+        ErrorCase{"color-map add m dscp red 1 extra", "extra", "'extra': expected a color: green, yellow or red"},
+        ErrorCase{"color-map add m dscp red 1 yellow", "", "after 'yellow': " + std::string(kDscpValues)},
+        // change
+        ErrorCase{"color-map change", "", "after 'change': expected a color map name"},
+        ErrorCase{"color-map change nope dscp red 1", "nope", "'nope': no such color map"},
+        ErrorCase{"color-map change af pcp red 1", "pcp",
+                  "'pcp': color map af is used by rule cust as its dscp-map, which needs a dscp map; change or delete "
+                  "that rule first"},
+        ErrorCase{"color-map change prio dscp red 1", "dscp",
+                  "'dscp': color map prio is used by rule cust as its pcp-map, which needs a pcp map; change or "
+                  "delete that rule first"},
+        ErrorCase{"color-map change af dscp red 99", "99", quoted("99", kDscpValues)},
+        ErrorCase{"color-map change af dscp", "",
+                  "after 'dscp': expected a color (green, yellow or red) and its values"},
+        // delete
+        ErrorCase{"color-map delete", "", "after 'delete': expected a color map name"},
+        ErrorCase{"color-map delete nope", "nope", "'nope': no such color map"},
+        ErrorCase{"color-map delete af", "af",
+                  "'af': color map af is used by rule cust as its dscp-map; change or delete that rule first"},
+        ErrorCase{"color-map delete prio", "prio",
+                  "'prio': color map prio is used by rule cust as its pcp-map; change or delete that rule first"},
+        ErrorCase{"color-map delete spare now", "now", "'now': unexpected after 'spare': the command ends there"},
+        ErrorCase{"color-map delete gold", "gold", "'gold': no such color map"}));  // a profile, not a map
+
+INSTANTIATE_TEST_SUITE_P(
+    PerKey, LanguageMapError,
+    ::testing::Values(
+        ErrorCase{"rule add r profile gold per", "",
+                  "after 'per': expected a key: src, dst, src+dport or 5-tuple, optionally with address masks such "
+                  "as src/24 or src/24,64"},
+        ErrorCase{"rule add r profile gold per flow", "flow",
+                  "'flow': expected a key: src, dst, src+dport or 5-tuple, optionally with address masks such as "
+                  "src/24 or src/24,64"},
+        ErrorCase{"rule add r profile gold per SRC", "SRC",
+                  "'SRC': expected a key: src, dst, src+dport or 5-tuple, optionally with address masks such as "
+                  "src/24 or src/24,64 (keywords are lower-case)"},
+        ErrorCase{"rule add r profile gold per src,dst", "src,dst",
+                  "'src,dst': expected a key: src, dst, src+dport or 5-tuple, optionally with address masks such as "
+                  "src/24 or src/24,64"},
+        ErrorCase{"rule add r profile gold per dst/24,64,8", "dst/24,64,8",
+                  "'dst/24,64,8': expected a key: src, dst, src+dport or 5-tuple, optionally with address masks such "
+                  "as src/24 or src/24,64"},
+        ErrorCase{"rule add r profile gold per src/33", "src/33",
+                  "'src/33': expected an IPv4 mask length 0-32 after '/'"},
+        ErrorCase{"rule add r profile gold per src/", "src/", "'src/': expected an IPv4 mask length 0-32 after '/'"},
+        ErrorCase{"rule add r profile gold per src/,64", "src/,64",
+                  "'src/,64': expected an IPv4 mask length 0-32 after '/'"},
+        ErrorCase{"rule add r profile gold per 5-tuple/-1", "5-tuple/-1",
+                  "'5-tuple/-1': expected an IPv4 mask length 0-32 after '/'"},
+        ErrorCase{"rule add r profile gold per src+dport/24,129", "src+dport/24,129",
+                  "'src+dport/24,129': expected an IPv6 mask length 0-128 after ','"},
+        ErrorCase{"rule add r profile gold per src/24,", "src/24,",
+                  "'src/24,': expected an IPv6 mask length 0-128 after ','"},
+        ErrorCase{"rule add r profile gold per src per dst", "per", "'per': per given twice"},
+        // timeout
+        ErrorCase{"rule add r profile gold per src timeout", "",
+                  "after 'timeout': expected a duration such as 30s, 500ms or 2m (units ns, us, ms, s, m, h)"},
+        ErrorCase{"rule add r profile gold per src timeout 30", "30",
+                  "'30': a duration needs a unit: ns, us, ms, s, m or h"},
+        ErrorCase{"rule add r profile gold per src timeout 30x", "30x",
+                  "'30x': expected a duration such as 30s, 500ms or 2m (units ns, us, ms, s, m, h)"},
+        ErrorCase{"rule add r profile gold per src timeout 30sec", "30sec",
+                  "'30sec': expected a duration such as 30s, 500ms or 2m (units ns, us, ms, s, m, h)"},
+        ErrorCase{"rule add r profile gold per src timeout s", "s",
+                  "'s': expected a duration such as 30s, 500ms or 2m (units ns, us, ms, s, m, h)"},
+        ErrorCase{"rule add r profile gold per src timeout 1.s", "1.s",
+                  "'1.s': expected a duration such as 30s, 500ms or 2m (units ns, us, ms, s, m, h)"},
+        ErrorCase{"rule add r profile gold per src timeout -1s", "-1s",
+                  "'-1s': expected a duration such as 30s, 500ms or 2m (units ns, us, ms, s, m, h)"},
+        ErrorCase{"rule add r profile gold per src timeout 999us", "999us",
+                  "'999us': the timeout must be at least 1ms"},
+        ErrorCase{"rule add r profile gold per src timeout 0s", "0s", "'0s': the timeout must be at least 1ms"},
+        ErrorCase{"rule add r profile gold per src timeout 0.0009s", "0.0009s",
+                  "'0.0009s': the timeout must be at least 1ms"},
+        ErrorCase{"rule add r profile gold per src timeout 25h", "25h", "'25h': the timeout must be at most 24h"},
+        ErrorCase{"rule add r profile gold per src timeout 86400001ms", "86400001ms",
+                  "'86400001ms': the timeout must be at most 24h"},
+        ErrorCase{"rule add r profile gold per src timeout 99999999999999999999999999h", "99999999999999999999999999h",
+                  "'99999999999999999999999999h': the timeout must be at most 24h"},
+        ErrorCase{"rule add r profile gold per src timeout 1.5ns", "1.5ns",
+                  "'1.5ns': is not a whole number of nanoseconds"},
+        ErrorCase{"rule add r profile gold per src timeout 1.0000000000000000000000000001s",
+                  "1.0000000000000000000000000001s",
+                  "'1.0000000000000000000000000001s': is not a whole number of nanoseconds"},
+        ErrorCase{"rule add r profile gold per src timeout 1s timeout 2s", "timeout", "'timeout': timeout given twice"},
+        ErrorCase{"rule add r profile gold timeout 30s", "timeout",
+                  "'timeout': timeout needs per-key meters: add 'per KEY' (src, dst, src+dport or 5-tuple)"},
+        // capacity
+        ErrorCase{"rule add r profile gold per src capacity", "",
+                  "after 'capacity': expected a number of keys such as 4096, 64k or 1m (k = 1024, m = 1048576)"},
+        ErrorCase{"rule add r profile gold per src capacity lots", "lots",
+                  "'lots': expected a number of keys such as 4096, 64k or 1m (k = 1024, m = 1048576)"},
+        ErrorCase{"rule add r profile gold per src capacity 64kb", "64kb",
+                  "'64kb': expected a number of keys such as 4096, 64k or 1m (k = 1024, m = 1048576)"},
+        ErrorCase{"rule add r profile gold per src capacity 1g", "1g",
+                  "'1g': expected a number of keys such as 4096, 64k or 1m (k = 1024, m = 1048576)"},
+        ErrorCase{"rule add r profile gold per src capacity 0", "0",
+                  "'0': the capacity must be 1 to 256m (268435456) keys"},
+        ErrorCase{"rule add r profile gold per src capacity 0.1k", "0.1k", "'0.1k': is not a whole number of keys"},
+        ErrorCase{"rule add r profile gold per src capacity 257m", "257m",
+                  "'257m': the capacity must be 1 to 256m (268435456) keys"},
+        ErrorCase{"rule add r profile gold per src capacity 268435457", "268435457",
+                  "'268435457': the capacity must be 1 to 256m (268435456) keys"},
+        ErrorCase{"rule add r profile gold per src capacity 1.5", "1.5", "'1.5': is not a whole number of keys"},
+        ErrorCase{"rule add r profile gold per src capacity 1k capacity 2k", "capacity",
+                  "'capacity': capacity given twice"},
+        ErrorCase{"rule add r capacity 64k profile gold", "capacity",
+                  "'capacity': capacity needs per-key meters: add 'per KEY' (src, dst, src+dport or 5-tuple)"},
+        // fallback
+        ErrorCase{"rule add r profile gold per src fallback", "",
+                  "after 'fallback': expected a fallback: aggregate, default or drop"},
+        ErrorCase{"rule add r profile gold per src fallback shared", "shared",
+                  "'shared': expected a fallback: aggregate, default or drop"},
+        ErrorCase{"rule add r profile gold per src fallback Drop", "Drop",
+                  "'Drop': expected a fallback: aggregate, default or drop (keywords are lower-case)"},
+        ErrorCase{"rule add r profile gold per src fallback drop fallback drop", "fallback",
+                  "'fallback': fallback given twice"},
+        // the first clause that needs per is named
+        ErrorCase{"rule add r profile gold fallback drop timeout 1s", "fallback",
+                  "'fallback': fallback needs per-key meters: add 'per KEY' (src, dst, src+dport or 5-tuple)"},
+        ErrorCase{"rule add r", "", "missing 'profile PROFILE'"},
+        ErrorCase{"rule add r per src timeout 1s", "", "missing 'profile PROFILE'"},
+        // keywords cannot name anything
+        ErrorCase{"rule add per profile gold", "per", "'per': per is a keyword and cannot name a rule"},
+        ErrorCase{"rule add unmapped profile gold", "unmapped",
+                  "'unmapped': unmapped is a keyword and cannot name a rule"},
+        ErrorCase{"profile add parent srtcm cir 1mbit cbs 1k", "parent",
+                  "'parent': parent is a keyword and cannot name a profile"},
+        ErrorCase{"profile add aggregate srtcm cir 1mbit cbs 1k", "aggregate",
+                  "'aggregate': aggregate is a keyword and cannot name a profile"},
+        ErrorCase{"profile add pcp-map srtcm cir 1mbit cbs 1k", "pcp-map",
+                  "'pcp-map': pcp-map is a keyword and cannot name a profile"}));
+
+INSTANTIATE_TEST_SUITE_P(
+    Hierarchy, LanguageMapError,
+    ::testing::Values(
+        ErrorCase{"rule add r profile gold parent", "", "after 'parent': expected a profile name"},
+        ErrorCase{"rule add r profile gold parent nope", "nope", "'nope': no such profile"},
+        ErrorCase{"rule add r profile gold parent af", "af", "'af': no such profile"},  // a color map
+        ErrorCase{"rule add r profile gold parent dns parent gold", "parent", "'parent': parent given twice"},
+        ErrorCase{"profile delete silver", "silver",
+                  "'silver': profile silver is used by rule cust as its parent; change or delete that rule first"},
+        ErrorCase{"profile delete dns", "dns",
+                  "'dns': profile dns is used by rule cust; change or delete that rule first"}));
+
+INSTANTIATE_TEST_SUITE_P(
+    InputMaps, LanguageMapError,
+    ::testing::Values(
+        ErrorCase{"rule add r profile gold input", "",
+                  "after 'input': expected an input color source: blind, dscp or map"},
+        ErrorCase{"rule add r profile gold input maps", "maps",
+                  "'maps': expected an input color source: blind, dscp or map"},
+        ErrorCase{"rule add r profile gold input map", "map",
+                  "'map': input map needs a map: pcp-map NAME, dscp-map NAME or both"},
+        ErrorCase{"rule add r profile gold input map unmapped red", "map",
+                  "'map': input map needs a map: pcp-map NAME, dscp-map NAME or both"},
+        ErrorCase{"rule add r input map length l3 profile gold", "map",
+                  "'map': input map needs a map: pcp-map NAME, dscp-map NAME or both"},
+        ErrorCase{"rule add r profile gold input map pcp-map", "", "after 'pcp-map': expected a pcp color map name"},
+        ErrorCase{"rule add r profile gold input map dscp-map", "", "after 'dscp-map': expected a dscp color map name"},
+        ErrorCase{"rule add r profile gold input map pcp-map nope", "nope", "'nope': no such color map"},
+        ErrorCase{"rule add r profile gold input map dscp-map gold", "gold", "'gold': no such color map"},
+        ErrorCase{"rule add r profile gold input map pcp-map af", "af",
+                  "'af': color map af is a dscp map; pcp-map needs a pcp map"},
+        ErrorCase{"rule add r profile gold input map dscp-map prio", "prio",
+                  "'prio': color map prio is a pcp map; dscp-map needs a dscp map"},
+        ErrorCase{"rule add r profile gold input map dscp-map af dscp-map spare", "dscp-map",
+                  "'dscp-map': dscp-map given twice"},
+        ErrorCase{"rule add r profile gold input map unmapped red dscp-map af unmapped red", "unmapped",
+                  "'unmapped': unmapped given twice"},
+        ErrorCase{"rule add r profile gold input map dscp-map af unmapped", "",
+                  "after 'unmapped': expected a color: green, yellow or red"},
+        ErrorCase{"rule add r profile gold input map dscp-map af unmapped blue", "blue",
+                  "'blue': expected a color: green, yellow or red"},
+        ErrorCase{"rule add r profile gold input map dscp-map af unmapped RED", "RED",
+                  "'RED': expected a color: green, yellow or red (keywords are lower-case)"},
+        ErrorCase{"rule add r profile gold pcp-map prio", "pcp-map",
+                  "'pcp-map': pcp-map belongs to 'input map', right after it: input map [pcp-map NAME] [dscp-map "
+                  "NAME] [unmapped COLOR]"},
+        ErrorCase{"rule add r input map dscp-map af profile gold unmapped red", "unmapped",
+                  "'unmapped': unmapped belongs to 'input map', right after it: input map [pcp-map NAME] [dscp-map "
+                  "NAME] [unmapped COLOR]"},
+        ErrorCase{"rule add r profile gold input dscp dscp-map af", "dscp-map",
+                  "'dscp-map': dscp-map belongs to 'input map', right after it: input map [pcp-map NAME] [dscp-map "
+                  "NAME] [unmapped COLOR]"},
+        ErrorCase{"rule add r profile gold input map dscp-map af input dscp", "input", "'input': input given twice"},
+        ErrorCase{"rule add r profile gold input blind green>yellow drop", "green>yellow",
+                  "'green>yellow': a color pair IN>OUT needs a color-aware input: 'input dscp' or 'input map ...'"},
+        ErrorCase{"rule add r profile gold input map dscp-map af yellow>green drop", "yellow>green",
+                  "'yellow>green': never happens: a color-aware meter never turns a yellow packet green"}));
 
 // A second position keyword is no clause of the rule body.
 TEST(LanguageErrorMisc, TwoPositionsAreRefused) {

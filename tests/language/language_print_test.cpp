@@ -4,6 +4,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "control/language.hpp"
 #include "language_test_support.hpp"
@@ -47,6 +49,117 @@ TEST(LanguagePrint, SampleConfigGolden) {
   const Policy policy = must_load(kSampleConfig);
   EXPECT_EQ(print(policy), kSamplePrinted);
   EXPECT_EQ(must_load(print(policy)), policy);
+}
+
+// Color maps, per-key meters, a parent and mapped input colors.
+constexpr std::string_view kHierarchyConfig = R"(# per-customer policing under a shared aggregate
+profile add per-host srtcm cir 10mbit cbs 64k ebs 64k
+profile add site trtcm cir 1gbit cbs 1m pir 2gbit pbs 2m
+profile add keys 1r2c cir 100pps cbs 10pkt
+color-map add af dscp red af13,af23,af33,af43,14 yellow af12,af22,af32,af42 green be
+color-map add prio pcp red 0 yellow 3,2,1
+color-map add odd dscp yellow 1,3,5,7,9,11,13 red 62-63,61,60 green 2
+color-map add plain pcp green 0-7
+rule add hosts src 10.0.0.0/8 input map dscp-map af pcp-map prio unmapped yellow per src/24,56 timeout 120000ms capacity 65536 fallback aggregate parent site profile per-host yellow>red drop
+rule add flows per 5-tuple profile keys timeout 1.5s capacity 1000 fallback default length l3
+rule add tiny per dst/32,64 capacity 1536 timeout 86400s fallback drop profile keys parent keys input dscp
+rule add mapped profile keys input map pcp-map prio unmapped green
+)";
+
+constexpr std::string_view kHierarchyPrinted =
+    "profile add per-host srtcm cir 10mbit cbs 64k ebs 64k\n"
+    "profile add site trtcm cir 1gbit cbs 1m pir 2gbit pbs 2m\n"
+    "profile add keys 1r2c cir 100pps cbs 10pkt\n"
+    "color-map add af dscp yellow af12,af22,af32,af42 red af13,af23,af33,af43\n"
+    "color-map add prio pcp yellow 1-3 red 0\n"
+    "color-map add odd dscp yellow 1,3,5,7,9,11,13 red 60-63\n"
+    "color-map add plain pcp green 0-7\n"
+    "rule add hosts src 10.0.0.0/8 profile per-host per src/24,56 timeout 2m capacity 64k parent site "
+    "input map pcp-map prio dscp-map af unmapped yellow yellow>red drop\n"
+    "rule add flows profile keys per 5-tuple timeout 1500ms capacity 1000 fallback default length l3\n"
+    "rule add tiny profile keys per dst/32,64 timeout 24h capacity 1536 fallback drop parent keys input dscp\n"
+    "rule add mapped profile keys input map pcp-map prio\n";
+
+TEST(LanguagePrint, HierarchyConfigGolden) {
+  const Policy policy = must_load(kHierarchyConfig);
+  EXPECT_EQ(print(policy), kHierarchyPrinted);
+  EXPECT_EQ(must_load(print(policy)), policy);
+}
+
+TEST(LanguagePrint, ColorMapsCompactly) {
+  struct Case {
+    std::string command, printed;
+  };
+  for (const Case& c : std::vector<Case>{
+           // ranges where consecutive (two or more values), DSCP names for single values, yellow before red
+           {"color-map add m dscp red 10 yellow 12,13", "color-map add m dscp yellow 12-13 red af11"},
+           {"color-map add m dscp yellow 0,1,2,4,cs1,63", "color-map add m dscp yellow 0-2,4,cs1,63"},
+           {"color-map add m dscp red 0-63", "color-map add m dscp red 0-63"},
+           {"color-map add m dscp yellow 0-62", "color-map add m dscp yellow 0-62"},
+           {"color-map add m dscp red 46,44,va,ef", "color-map add m dscp red va,ef"},
+           {"color-map add m dscp red be,cs7", "color-map add m dscp red be,cs7"},
+           {"color-map add m pcp yellow 7,0 red 6", "color-map add m pcp yellow 0,7 red 6"},
+           {"color-map add m pcp red 0-7", "color-map add m pcp red 0-7"},
+           {"color-map add m pcp red 0,2,4,6 yellow 1,3,5,7", "color-map add m pcp yellow 1,3,5,7 red 0,2,4,6"},
+           // green is the default and not printed, unless the map is all green
+           {"color-map add m dscp green 0-9 red 10", "color-map add m dscp red af11"},
+           {"color-map add m dscp green 5", "color-map add m dscp green 0-63"},
+           {"color-map add m pcp green 5", "color-map add m pcp green 0-7"},
+       }) {
+    Policy policy;
+    must_run(policy, {c.command});
+    EXPECT_EQ(print(policy), c.printed + "\n") << c.command;
+    EXPECT_EQ(must_load(print(policy)), policy) << c.command;
+  }
+}
+
+TEST(LanguagePrint, DurationsAndCapacitiesInTheLargestExactUnit) {
+  struct Case {
+    std::string clauses, printed;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"timeout 60s capacity 1m fallback aggregate", ""},  // the defaults
+           {"timeout 1m capacity 1024k", ""},
+           {"timeout 90s", " timeout 90s"},
+           {"timeout 3600s", " timeout 1h"},
+           {"timeout 0.5h", " timeout 30m"},
+           {"timeout 1001ms", " timeout 1001ms"},
+           {"timeout 1000001us", " timeout 1000001us"},
+           {"timeout 1000000001ns", " timeout 1000000001ns"},
+           {"timeout 1ms", " timeout 1ms"},
+           {"capacity 1", " capacity 1"},
+           {"capacity 1023", " capacity 1023"},
+           {"capacity 1025", " capacity 1025"},
+           {"capacity 2048", " capacity 2k"},
+           {"capacity 1.5m", " capacity 1536k"},
+           {"capacity 268435456", " capacity 256m"},
+           {"fallback drop", " fallback drop"},
+           {"fallback default", " fallback default"},
+       }) {
+    Policy policy = must_load("profile add p srtcm cir 1mbit cbs 1k\n");
+    must_run(policy, {"rule add r profile p per src " + c.clauses});
+    EXPECT_EQ(print(policy), "profile add p srtcm cir 1mbit cbs 1k\nrule add r profile p per src" + c.printed + "\n")
+        << c.clauses;
+    EXPECT_EQ(must_load(print(policy)), policy) << c.clauses;
+  }
+}
+
+TEST(LanguagePrint, MasksOnlyWhenNotTheDefault) {
+  for (const auto& [given, printed] : std::vector<std::pair<std::string, std::string>>{
+           {"src", "src"},
+           {"src/32", "src"},
+           {"src/32,128", "src"},
+           {"src/24", "src/24"},
+           {"src/24,128", "src/24"},
+           {"dst/32,64", "dst/32,64"},
+           {"src+dport/0,0", "src+dport/0,0"},
+           {"5-tuple/8", "5-tuple/8"},
+       }) {
+    Policy policy = must_load("profile add p srtcm cir 1mbit cbs 1k\n");
+    must_run(policy, {"rule add r profile p per " + given});
+    EXPECT_EQ(print(policy), "profile add p srtcm cir 1mbit cbs 1k\nrule add r profile p per " + printed + "\n")
+        << given;
+  }
 }
 
 TEST(LanguagePrint, EmptyPolicyPrintsNothing) { EXPECT_EQ(print(Policy{}), ""); }
@@ -114,6 +227,12 @@ TEST(LanguagePrint, HandWrittenConfigsPrintBack) {
                             "rule add x proto icmpv6 dscp 1,2,3 profile p input dscp green>green pcp 1 "
                             "green>yellow pcp 2 green>red pcp 3 yellow>yellow remark 4 yellow>red drop red>red "
                             "forward green remark ef yellow pcp 7 red pcp 0 remark 0\n"),
+           kHierarchyConfig,
+           std::string_view("profile add p 1r2c cir 8bit cbs 1\ncolor-map add m pcp red 1\n"
+                            "color-map add n dscp yellow 2\n"
+                            "rule add r profile p parent p per src input map pcp-map m dscp-map n unmapped red\n"
+                            "color-map change n dscp red 3\ncolor-map add o dscp green 1\n"
+                            "color-map change o pcp yellow 0\ncolor-map delete o\n"),
            std::string_view("profile add p trtcm cir 1kbit cbs 1 pir 1kbit pbs 1023\n"
                             "profile add q trtcm cir 1kbit cbs 1 pir 1kbit pbs 1025\n"
                             "rule add r1 profile p\nrule add r2 profile q\nrule delete r1\nprofile delete p\n"),

@@ -18,7 +18,8 @@ namespace {
 using dataplane::Policy;
 
 // Commands drawn from the grammar, mostly valid, sometimes not (a wrong unit, a missing profile, a
-// reversed range...), over small pools of names so that adds, changes and deletes meet.
+// reversed range, a map of the wrong kind...), over small pools of names so that adds, changes and
+// deletes meet: profiles, color maps, rules with per-key meters, parents and input maps.
 class CommandGenerator {
  public:
   explicit CommandGenerator(std::uint64_t seed) : rng_(seed) {}
@@ -26,7 +27,15 @@ class CommandGenerator {
   std::string command(const Policy& policy) {
     policy_ = &policy;
     if (policy.profiles.empty() && chance(80)) return cat("profile add ", profile_name(), " ", profile_body());
-    switch (below(20)) {
+    if (policy.color_maps.empty() && chance(30)) return cat("color-map add ", map_name(), " ", color_map_body());
+    switch (below(24)) {
+      case 20:
+      case 21:
+        return cat("color-map add ", map_name(), " ", color_map_body());
+      case 22:
+        return cat("color-map change ", existing_map(), " ", color_map_body());
+      case 23:
+        return cat("color-map delete ", existing_map());
       case 0:
       case 1:
       case 2:
@@ -72,6 +81,20 @@ class CommandGenerator {
   std::string existing_rule() {
     if (policy_->rules.empty() || chance(10)) return rule_name();
     return policy_->rules[below(policy_->rules.size())].name;
+  }
+  // Map names: their own namespace, so sometimes a profile's name.
+  std::string map_name() { return chance(10) ? profile_name() : "m" + number(5); }
+  std::string existing_map() {
+    if (policy_->color_maps.empty() || chance(10)) return map_name();
+    return policy_->color_maps[below(policy_->color_maps.size())].name;
+  }
+  // Mostly a map of the kind asked for.
+  std::string existing_map(dataplane::ColorMapKind kind) {
+    std::vector<std::string> names;
+    for (const auto& map : policy_->color_maps)
+      if (map.kind == kind || chance(3)) names.push_back(map.name);
+    if (names.empty() || chance(5)) return map_name();
+    return pick(names);
   }
   std::string rule_name() {
     return pick(std::vector<std::string>{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11",
@@ -192,6 +215,72 @@ class CommandGenerator {
     }
   }
 
+  // COLOR VALUES [COLOR VALUES ...] after the kind; sometimes a value out of range, a reversed range,
+  // or a value under two colors.
+  std::string color_map_body() {
+    const bool dscp_kind = chance(60);
+    const unsigned max = dscp_kind ? 63 : 7;
+    std::vector<std::string> colors{"green", "yellow", "red"};
+    std::shuffle(colors.begin(), colors.end(), rng_);
+    std::string text = dscp_kind ? "dscp" : "pcp";
+    for (std::uint64_t i = 0, n = 1 + below(chance(90) ? 2 : 3); i < n; ++i) {
+      text += cat(" ", colors[i], " ");
+      for (std::uint64_t item = 0, items = 1 + below(dscp_kind ? 4 : 2); item < items; ++item) {
+        if (item) text += ",";
+        const std::uint64_t first = below(max + (chance(2) ? 2 : 1));
+        if (dscp_kind && chance(40))
+          text += dscp();
+        else if (chance(30))
+          text += cat(std::to_string(first), "-", std::to_string(first + below(4) - (chance(3) ? 1 : 0)));
+        else
+          text += std::to_string(first);
+      }
+    }
+    return text;
+  }
+
+  std::string duration() {
+    switch (below(7)) {
+      case 0:
+        return number(26) + "h";
+      case 1:
+        return number(1441) + "m";
+      case 2:
+        return number(86'401) + "s";
+      case 3:
+        return number(86'400'001) + "ms";
+      case 4:
+        return std::to_string(1000 * below(86'400'001) + (chance(50) ? 0 : below(1000))) + "us";
+      case 5:
+        return std::to_string(1'000'000 * below(100'000) + (chance(50) ? 0 : below(1'000'000))) + "ns";
+      default:
+        return number(100) + "." + number(1000) + pick(std::vector<std::string>{"s", "m", "h", "ms"});
+    }
+  }
+
+  std::string capacity() {
+    switch (below(4)) {
+      case 0:
+        return number(300'000'000);
+      case 1:
+        return number(300'000) + "k";
+      case 2:
+        return number(300) + "m";
+      default:
+        return number(10) + pick(std::vector<std::string>{".5k", ".25m", ".125k", ".001k"});
+    }
+  }
+
+  std::string per_key() {
+    static const std::vector<std::string> kKinds{"src", "dst", "src+dport", "5-tuple"};
+    std::string text = pick(kKinds);
+    if (chance(50)) {
+      text += "/" + number(chance(97) ? 33 : 40);
+      if (chance(50)) text += "," + number(chance(97) ? 129 : 140);
+    }
+    return text;
+  }
+
   std::string rule_body() {
     static const std::vector<std::string> kProtocols{"tcp", "udp", "sctp", "icmp", "icmpv6", "6", "17", "47", "0"};
     static const std::vector<std::string> kColors{"green", "yellow", "red"};
@@ -217,8 +306,31 @@ class CommandGenerator {
       clauses.push_back("dscp " + list);
     }
     if (chance(98)) clauses.push_back("profile " + existing_profile());
-    const bool aware = chance(40);
-    if (aware || chance(20)) clauses.push_back(aware ? "input dscp" : "input blind");
+    const bool per = chance(35);
+    if (per) clauses.push_back("per " + per_key());
+    if (chance(per ? 40 : 1)) clauses.push_back("timeout " + duration());
+    if (chance(per ? 40 : 1)) clauses.push_back("capacity " + capacity());
+    if (chance(per ? 30 : 1))
+      clauses.push_back("fallback " + pick(std::vector<std::string>{"aggregate", "default", "drop"}));
+    if (chance(25)) clauses.push_back("parent " + existing_profile());
+    const std::uint64_t input = below(100);
+    const bool aware = input < 50;
+    if (input < 25) {
+      clauses.push_back("input dscp");
+    } else if (input < 50) {
+      // input map [pcp-map NAME] [dscp-map NAME] [unmapped COLOR], in any order, at least one map
+      std::vector<std::string> parts;
+      const bool pcp_map = chance(60), dscp_map = !pcp_map || chance(50);
+      if (pcp_map || chance(2)) parts.push_back("pcp-map " + existing_map(dataplane::ColorMapKind::pcp));
+      if (dscp_map && !chance(2)) parts.push_back("dscp-map " + existing_map(dataplane::ColorMapKind::dscp));
+      if (chance(40)) parts.push_back("unmapped " + pick(kColors));
+      std::shuffle(parts.begin(), parts.end(), rng_);
+      std::string text = "input map";
+      for (const auto& part : parts) text += " " + part;
+      clauses.push_back(text);
+    } else if (input < 60) {
+      clauses.push_back("input blind");
+    }
     if (chance(30)) {
       const int adjust = static_cast<int>(below(200'001)) - 100'000;
       std::string length = pick(std::vector<std::string>{"l1", "l2", "l3"});
@@ -247,7 +359,7 @@ TEST(LanguageRandom, ReachablePoliciesPrintBackAndFailuresChangeNothing) {
   const char* policies_env = std::getenv("LANGUAGE_RANDOM_POLICIES");
   const int kPolicies = policies_env ? std::atoi(policies_env) : 3000;
   constexpr int kCommandsPerPolicy = 40;
-  std::size_t succeeded = 0, failed = 0, rules = 0, profiles = 0;
+  std::size_t succeeded = 0, failed = 0, rules = 0, profiles = 0, maps = 0, per_key = 0, parents = 0, mapped = 0;
   for (int seed = 0; seed < kPolicies; ++seed) {
     CommandGenerator generate(static_cast<std::uint64_t>(seed));
     Policy policy;
@@ -269,6 +381,12 @@ TEST(LanguageRandom, ReachablePoliciesPrintBackAndFailuresChangeNothing) {
     }
     rules += policy.rules.size();
     profiles += policy.profiles.size();
+    maps += policy.color_maps.size();
+    for (const auto& rule : policy.rules) {
+      per_key += rule.per_key.kind != dataplane::KeyKind::none;
+      parents += rule.parent.has_value();
+      mapped += rule.input == dataplane::InputColor::mapped;
+    }
     const std::string printed = print(policy);
     const auto loaded = load(printed);
     ASSERT_TRUE(loaded.ok()) << printed << loaded.error().message;
@@ -279,8 +397,13 @@ TEST(LanguageRandom, ReachablePoliciesPrintBackAndFailuresChangeNothing) {
   EXPECT_GT(succeeded, failed / 2) << succeeded << " succeeded, " << failed << " failed";
   EXPECT_GT(rules, static_cast<std::size_t>(kPolicies) * 5);
   EXPECT_GT(profiles, static_cast<std::size_t>(kPolicies) * 2);
-  std::cout << "random: " << succeeded << " commands succeeded, " << failed << " failed; " << rules << " rules and "
-            << profiles << " profiles in " << kPolicies << " final policies\n";
+  EXPECT_GT(maps, static_cast<std::size_t>(kPolicies));
+  EXPECT_GT(per_key, static_cast<std::size_t>(kPolicies));
+  EXPECT_GT(parents, static_cast<std::size_t>(kPolicies));
+  EXPECT_GT(mapped, static_cast<std::size_t>(kPolicies) / 2);
+  std::cout << "random: " << succeeded << " commands succeeded, " << failed << " failed; " << rules << " rules ("
+            << per_key << " per-key, " << parents << " with a parent, " << mapped << " with input maps), " << profiles
+            << " profiles and " << maps << " color maps in " << kPolicies << " final policies\n";
 }
 
 }  // namespace

@@ -16,6 +16,16 @@ inline constexpr std::string_view kBaseConfig =
     "profile add dns srtcm cir 10kpps cbs 64pkt ebs 128pkt\n"
     "rule add web dst 10.1.0.0/16 proto tcp dport 80,443 profile gold yellow remark af12 red drop\n";
 
+// Added to kBaseConfig by the tests of color maps, per-key meters and hierarchy: a profile used only as a
+// parent, three color maps (one unused) and a per-key rule that uses them.
+inline constexpr std::string_view kMapConfig =
+    "profile add silver srtcm cir 1mbit cbs 1k\n"
+    "color-map add af dscp yellow af12,af22 red af13,af23\n"
+    "color-map add prio pcp yellow 1-3 red 0\n"
+    "color-map add spare dscp red 1\n"
+    "rule add cust src 10.2.0.0/16 profile dns per src/24 parent silver input map pcp-map prio dscp-map af "
+    "unmapped yellow\n";
+
 // Loads a config that must be valid.
 inline dataplane::Policy must_load(std::string_view text, const dataplane::Policy& base = {}) {
   auto loaded = load(text, base);

@@ -41,13 +41,17 @@ TEST(LanguageTokenize, CommentsRunToTheEnd) {
 
 TEST(LanguageKeywords, WordsOfTheGrammar) {
   for (const std::string_view word :
-       {"profile", "rule",  "add",    "change", "delete",  "list",      "show",   "default", "first", "last",  "before",
-        "after",   "port",  "vlan",   "src",    "dst",     "proto",     "sport",  "dport",   "dscp",  "input", "length",
-        "blind",   "green", "yellow", "red",    "forward", "drop",      "remark", "pcp",     "cir",   "cbs",   "eir",
-        "ebs",     "pir",   "pbs",    "srtcm",  "trtcm",   "trtcm4115", "tcp",    "udp",     "sctp",  "icmp",  "icmpv6",
-        "l1",      "l2",    "l3",     "be",     "df",      "cs0",       "cs7",    "af11",    "af43",  "ef",    "va"})
+       {"profile", "rule",      "add",       "change",    "delete",  "list",    "show",     "default",  "first",
+        "last",    "before",    "after",     "port",      "vlan",    "src",     "dst",      "proto",    "sport",
+        "dport",   "dscp",      "input",     "length",    "blind",   "green",   "yellow",   "red",      "forward",
+        "drop",    "remark",    "pcp",       "cir",       "cbs",     "eir",     "ebs",      "pir",      "pbs",
+        "srtcm",   "trtcm",     "trtcm4115", "tcp",       "udp",     "sctp",    "icmp",     "icmpv6",   "l1",
+        "l2",      "l3",        "be",        "df",        "cs0",     "cs7",     "af11",     "af43",     "ef",
+        "va",      "color-map", "per",       "src+dport", "5-tuple", "timeout", "capacity", "fallback", "aggregate",
+        "parent",  "map",       "pcp-map",   "dscp-map",  "unmapped"})
     EXPECT_TRUE(is_keyword(word)) << word;
-  for (const std::string_view word : {"gold", "web", "Drop", "TCP", "af14", "cs8", "l4", "profiles"})
+  for (const std::string_view word :
+       {"gold", "web", "Drop", "TCP", "af14", "cs8", "l4", "profiles", "Map", "color", "maps", "s", "ms", "k"})
     EXPECT_FALSE(is_keyword(word)) << word;
 }
 
@@ -248,6 +252,30 @@ TEST(LanguageFormat, DscpByNameWhereItHasOne) {
   EXPECT_EQ(format_dscp(44), "va");
   EXPECT_EQ(format_dscp(1), "1");
   EXPECT_EQ(format_dscp(63), "63");
+}
+
+TEST(LanguageFormat, DurationsInTheLargestExactUnit) {
+  EXPECT_EQ(format_duration(60'000'000'000), "1m");
+  EXPECT_EQ(format_duration(90'000'000'000), "90s");
+  EXPECT_EQ(format_duration(3'600'000'000'000), "1h");
+  EXPECT_EQ(format_duration(86'400'000'000'000), "24h");
+  EXPECT_EQ(format_duration(5'400'000'000'000), "90m");
+  EXPECT_EQ(format_duration(1'000'000), "1ms");
+  EXPECT_EQ(format_duration(1'500'000'000), "1500ms");
+  EXPECT_EQ(format_duration(1'000'001'000), "1000001us");
+  EXPECT_EQ(format_duration(1'000'000'001), "1000000001ns");
+  EXPECT_EQ(format_duration(0), "0ns");
+}
+
+TEST(LanguageFormat, CapacitiesInKAndMWhenExact) {
+  EXPECT_EQ(format_capacity(1u << 20), "1m");
+  EXPECT_EQ(format_capacity(1u << 28), "256m");
+  EXPECT_EQ(format_capacity(65536), "64k");
+  EXPECT_EQ(format_capacity(1536 * 1024), "1536k");
+  EXPECT_EQ(format_capacity(1024), "1k");
+  EXPECT_EQ(format_capacity(1000), "1000");
+  EXPECT_EQ(format_capacity(1), "1");
+  EXPECT_EQ(format_capacity(0), "0");
 }
 
 }  // namespace
