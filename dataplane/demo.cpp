@@ -119,7 +119,7 @@ std::vector<std::uint8_t> arp_frame() {
 
 // One generated flow: how its packets look and how often they come.
 struct Flow {
-  enum Kind { web, dns, voice, bulk6, other, arp, broken } kind;
+  enum Kind { web, dns, voice, bulk6, guest, other, arp, broken } kind;
   std::uint64_t bits_per_second;  // offered load
   std::uint64_t next = kStart;
   std::uint64_t sent = 0;
@@ -144,6 +144,9 @@ std::vector<std::uint8_t> make_packet(Flow& f, Random& r) {
       static constexpr std::uint8_t kAfClass1[3] = {10, 12, 14};  // AF11, AF12, AF13: green, yellow, red in
       return ipv6_frame(imix(r) < 500 ? 128 : 1400, static_cast<std::uint16_t>(1 + r.below(50)), kAfClass1[r.below(3)]);
     }
+    case Flow::guest:  // many guests, each a little: per-source meters under one aggregate
+      return ipv4_frame(imix(r), -1, ipv4(10, 9, static_cast<std::uint8_t>(r.below(4)), static_cast<std::uint8_t>(1 + r.below(250))),
+                        ipv4(192, 168, 8, 8), 17, 5000, 8080, 0);
     case Flow::other:
       return ipv4_frame(imix(r), -1, client, ipv4(192, 168, 7, 7), 17, 5000, 9999, 0);
     case Flow::arp:
@@ -159,7 +162,7 @@ std::vector<std::uint8_t> make_packet(Flow& f, Random& r) {
 
 std::uint64_t mean_size(Flow::Kind k) {
   switch (k) {
-    case Flow::web: case Flow::other: return (7 * 64 + 4 * 576 + 1500) / 12;
+    case Flow::web: case Flow::guest: case Flow::other: return (7 * 64 + 4 * 576 + 1500) / 12;
     case Flow::dns: return 90;
     case Flow::voice: return 214;
     case Flow::bulk6: return (7 * 128 + 5 * 1400) / 12;
@@ -180,6 +183,9 @@ rule add web dst 10.1.0.0/16 proto tcp dport 80,443 profile gold yellow remark a
 rule add dns proto udp dport 53 profile dns red drop
 rule add voice dscp ef profile voice red remark be
 rule add bulk6 src 2001:db8::/32 profile bulk input dscp length l3 yellow remark af12 red drop
+profile add guest 1r2c cir 16kbit cbs 2k
+profile add guests-total srtcm cir 400kbit cbs 16k ebs 16k
+rule add guests dst 192.168.8.0/24 profile guest per src timeout 10s parent guests-total red drop
 )";
 }
 
@@ -188,7 +194,7 @@ Expected<std::uint64_t> write_demo_capture(const std::string& path, std::uint64_
   if (!writer) return writer.error();
   std::vector<Flow> flows = {
       {Flow::web, 15'000'000},  {Flow::dns, 3'000 * 90 * 8}, {Flow::voice, 4'000'000}, {Flow::bulk6, 6'000'000},
-      {Flow::other, 1'000'000}, {Flow::arp, 200 * 8 * 60},   {Flow::broken, 20 * 8 * 64},
+      {Flow::guest, 1'000'000}, {Flow::other, 1'000'000}, {Flow::arp, 200 * 8 * 60}, {Flow::broken, 20 * 8 * 64},
   };
   Random random{seed};
   const std::uint64_t end = kStart + seconds * kNanosPerSecond;

@@ -7,10 +7,20 @@
 
 namespace tricolor::dataplane {
 
+using KeyedMeters = KeyTable<kKeySize>;
+
 struct Engine::RuleState {
   RuleState(const policer::Profile& p, std::uint64_t now) : meter(p, now), profile(&p) {}
-  policer::SharedMeter meter;         // the rule's aggregate meter, shared by every worker
-  const policer::Profile* profile;    // the profile the meter runs on (control side only)
+  policer::SharedMeter meter;         // the aggregate meter (per-key rules: the fallback), shared by workers
+  const policer::Profile* profile;    // the profile `meter` runs on (control side only)
+  std::unique_ptr<policer::SharedMeter> parent;
+  const policer::Profile* parent_profile = nullptr;
+  // Per-key rules: the configuration the table was made with, and the table (owned by this engine's
+  // worker; both address families, so that the capacity counts all the rule's keys).
+  PerKey per_key;
+  std::unique_ptr<KeyedMeters> keys;
+  const policer::Profile* key_profile_before = nullptr;
+  std::uint64_t key_profile_changed_at = 0;
   RuleCounters counters;
 };
 
@@ -18,9 +28,19 @@ namespace {
 constexpr std::uint32_t kStrippedTagBytes = 4;
 constexpr std::int64_t kL1OverheadBytes = 24;  // preamble and SFD 8, inter-frame gap 12, FCS 4
 constexpr std::size_t kPrefetchAhead = 4;      // frames whose first line is fetched while parsing
+constexpr std::size_t kSweepBudget = 64;       // key-table index slots examined per burst
 
 std::uint32_t l2_bytes(const PacketView& v) noexcept {
   return v.wire_length + (v.has_stripped_vlan ? kStrippedTagBytes : 0);
+}
+
+std::uint64_t ticks(std::uint64_t ns, policer::TickRate rate) {
+  return static_cast<std::uint64_t>(static_cast<unsigned __int128>(ns) * rate.hz() / 1'000'000'000u);  // cold path
+}
+
+bool same_tables(const PerKey& a, const PerKey& b) {
+  return a.kind == b.kind && a.ipv4_prefix == b.ipv4_prefix && a.ipv6_prefix == b.ipv6_prefix &&
+         a.capacity == b.capacity && a.idle_timeout_ns == b.idle_timeout_ns;
 }
 }  // namespace
 
@@ -54,8 +74,14 @@ Expected<bool> Engine::update(const Policy& policy, std::uint64_t now) {
     fresh.emplace(def.name, std::make_unique<policer::Profile>(*profile));
   }
   for (const Rule& rule : policy.rules) {
-    if (policy.find_profile(rule.profile) == nullptr)
-      return Error{rule.profile, "rule " + rule.name + ": no such profile '" + rule.profile + "'"};
+    for (const auto* name : {&rule.profile, rule.parent ? &*rule.parent : nullptr}) {
+      if (name != nullptr && policy.find_profile(*name) == nullptr)
+        return Error{*name, "rule " + rule.name + ": no such profile '" + *name + "'"};
+    }
+    for (const auto& map : {rule.pcp_map, rule.dscp_map}) {
+      if (map && policy.find_color_map(*map) == nullptr)
+        return Error{*map, "rule " + rule.name + ": no such color map '" + *map + "'"};
+    }
   }
   auto classifier = Classifier::build(policy.rules);
   if (!classifier) return classifier.error();
@@ -74,10 +100,11 @@ Expected<bool> Engine::update(const Policy& policy, std::uint64_t now) {
       ++it;
     }
   }
-  // Rule states by name: a kept rule moves its meter to its (possibly new) profile, keeping levels
-  // within the same algorithm and unit; a new rule gets a full meter.
+  // Rule states by name: a kept rule moves its meters to their (possibly new) profiles, keeping levels
+  // within the same algorithm and unit; a new rule gets full meters.
   std::map<std::string, std::unique_ptr<RuleState>> states;
   std::vector<CompiledRule> compiled;
+  std::vector<RuleState*> keyed;
   compiled.reserve(policy.rules.size());
   for (const Rule& rule : policy.rules) {
     const policer::Profile& profile = *profiles_.at(rule.profile);
@@ -86,21 +113,66 @@ Expected<bool> Engine::update(const Policy& policy, std::uint64_t now) {
       state = std::move(old->second);
       if (state->profile != &profile) {
         state->meter.change_profile(profile, now);
+        // Keys follow on their next packet (see meter_keyed), from this instant.
+        state->key_profile_before = state->profile;
+        state->key_profile_changed_at = now;
         state->profile = &profile;
       }
     } else {
       state = std::make_unique<RuleState>(profile, now);
     }
-    CompiledRule c{state.get(), &state->counters, rule.input, rule.length, {}};
+    // Hierarchy: the parent aggregate keeps its levels across changes like any meter.
+    if (rule.parent) {
+      const policer::Profile& parent = *profiles_.at(*rule.parent);
+      if (!state->parent) state->parent = std::make_unique<policer::SharedMeter>(parent, now);
+      else if (state->parent_profile != &parent) state->parent->change_profile(parent, now);
+      state->parent_profile = &parent;
+    } else {
+      state->parent.reset();
+      state->parent_profile = nullptr;
+    }
+    // Key tables: kept while the key definition, capacity and timeout stay; otherwise made afresh.
+    if (rule.per_key.kind == KeyKind::none) {
+      state->keys.reset();
+    } else if (!state->keys || !same_tables(state->per_key, rule.per_key)) {
+      state->keys = std::make_unique<KeyedMeters>(rule.per_key.capacity, ticks(rule.per_key.idle_timeout_ns, tick_rate_));
+      state->key_profile_before = nullptr;
+    }
+    state->per_key = rule.per_key;
+    if (state->keys) keyed.push_back(state.get());
+
+    CompiledRule c;
+    c.state = state.get();
+    c.counters = &state->counters;
+    c.input = rule.input;
+    c.length = rule.length;
     for (std::size_t in = 0; in < 3; ++in)
       for (std::size_t out = 0; out < 3; ++out)
         c.action[in][out] = (rule.input != InputColor::blind && rule.on_pair[in][out]) ? *rule.on_pair[in][out]
                                                                                        : rule.on_color[out];
+    if (rule.input == InputColor::mapped) {
+      if (rule.pcp_map) {
+        c.has_pcp_map = true;
+        std::copy_n(policy.find_color_map(*rule.pcp_map)->colors.begin(), c.pcp_map.size(), c.pcp_map.begin());
+      }
+      if (rule.dscp_map) {
+        c.has_dscp_map = true;
+        c.dscp_map = policy.find_color_map(*rule.dscp_map)->colors;
+      }
+      c.input_default = rule.input_default;
+    }
+    c.per_key = rule.per_key;
+    c.key_profile = &profile;
+    c.key_profile_before = state->key_profile_before;
+    c.key_profile_changed_at = state->key_profile_changed_at;
+    c.parent = state->parent.get();
     compiled.push_back(c);
     states.emplace(rule.name, std::move(state));
   }
   rule_states_ = std::move(states);  // states of deleted rules go with the old map
   rules_ = std::move(compiled);
+  keyed_states_ = std::move(keyed);
+  sweep_cursor_ = 0;
   classifier_ = std::move(*classifier);
   policy_ = policy;
   return true;
@@ -140,12 +212,105 @@ void Engine::take_default(PacketView& view, const Parsed& parsed, DefaultReason 
   }
 }
 
+Color Engine::input_color(const CompiledRule& rule, const Parsed& parsed) const noexcept {
+  switch (rule.input) {
+    case InputColor::blind: return Color::green;
+    case InputColor::dscp: return color_from_dscp(parsed.dscp);
+    case InputColor::mapped:
+      if (rule.has_pcp_map && parsed.has_vlan) return rule.pcp_map[parsed.pcp & 7];
+      if (rule.has_dscp_map) return rule.dscp_map[parsed.dscp & 63];
+      return rule.input_default;
+  }
+  return Color::green;
+}
+
+void Engine::meter_keyed(CompiledRule& rule, std::span<const std::uint8_t> packets, std::span<const PacketView> burst,
+                         std::span<const Parsed> parsed, std::span<const std::uint32_t> lengths,
+                         std::span<const Color> in, std::span<Color> out, std::span<Verdict> verdicts) noexcept {
+  const std::size_t n = packets.size();
+  RuleState& state = *rule.state;
+  KeyedMeters& table = *state.keys;
+  const policer::Profile& profile = *rule.key_profile;
+  const bool blind = rule.input == InputColor::blind;
+  // Hash every key and prefetch its index slot; then look each up (creating or renewing its meter) and
+  // prefetch the entry; then meter each packet on its own meter.
+  MeterKey keys[kMaxBurst];
+  std::uint64_t hashes[kMaxBurst];
+  KeyedMeters::Entry* entries[kMaxBurst];
+  std::uint64_t times[kMaxBurst];
+  for (std::size_t k = 0; k < n; ++k) {
+    make_key(rule.per_key, parsed[packets[k]], keys[k]);
+    hashes[k] = table.hash(keys[k]);
+    table.prefetch(hashes[k]);
+    times[k] = burst[packets[k]].arrival;
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    KeyedMeters::Outcome outcome;
+    entries[k] = table.acquire(keys[k], hashes[k], times[k], policer::full_state(profile, times[k]), outcome);
+    state.counters.keys_created += outcome == KeyedMeters::Outcome::created;
+    state.counters.keys_renewed += outcome == KeyedMeters::Outcome::renewed;
+    if (entries[k] != nullptr) {  // both lines: the levels in the first, the tick and counters in the second
+      __builtin_prefetch(entries[k], 1);
+      __builtin_prefetch(reinterpret_cast<const char*>(entries[k]) + 64, 1);
+    }
+  }
+  policer::with_algorithm(profile.algorithm(), [&](auto algo) {
+    using Algo = decltype(algo);
+    for (std::size_t k = 0; k < n; ++k) {
+      KeyedMeters::Entry* e = entries[k];
+      if (e == nullptr) continue;
+      KeyedMeters::begin_write(*e);
+      // A profile change reaches each key on its next packet: its levels are brought to the instant of
+      // the change at the old rate, clamped to the new sizes (policer's live change), then go on.
+      if (rule.key_profile_before != nullptr && e->state.last < rule.key_profile_changed_at)
+        policer::change_profile(e->state, *rule.key_profile_before, profile, rule.key_profile_changed_at);
+      const Color color = blind ? policer::check_blind<Algo>(e->state, profile, times[k], lengths[k])
+                                : policer::check_aware<Algo>(e->state, profile, times[k], lengths[k], in[k]);
+      const auto c = static_cast<std::size_t>(color);
+      ++e->counters.packets[c];
+      e->counters.bytes[c] += l2_bytes(burst[packets[k]]);
+      KeyedMeters::end_write(*e);
+      out[k] = color;
+      verdicts[packets[k]].keyed = true;
+    }
+  });
+  // New keys that found the table full take the rule's fallback: with `aggregate`, metered together by
+  // the rule's aggregate meter; otherwise they are marked and handled with the actions.
+  std::uint64_t fb_times[kMaxBurst];
+  std::uint32_t fb_lengths[kMaxBurst];
+  Color fb_in[kMaxBurst], fb_out[kMaxBurst];
+  std::size_t fb_slot[kMaxBurst], fallbacks = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (entries[k] != nullptr) continue;
+    verdicts[packets[k]].table_full = true;
+    ++state.counters.table_full;
+    out[k] = Color::red;
+    fb_times[fallbacks] = times[k];
+    fb_lengths[fallbacks] = lengths[k];
+    fb_in[fallbacks] = in[k];
+    fb_slot[fallbacks++] = k;
+  }
+  if (fallbacks != 0 && rule.per_key.fallback == KeyFallback::aggregate) {
+    state.meter.check_burst({fb_times, fallbacks}, {fb_lengths, fallbacks},
+                            blind ? std::span<const Color>() : std::span<const Color>(fb_in, fallbacks),
+                            {fb_out, fallbacks});
+    for (std::size_t j = 0; j < fallbacks; ++j) out[fb_slot[j]] = fb_out[j];
+  }
+}
+
+void Engine::sweep_keys(std::uint64_t now) noexcept {
+  if (keyed_states_.empty()) return;
+  keyed_states_[sweep_cursor_++ % keyed_states_.size()]->keys->sweep(now, kSweepBudget);
+}
+
 void Engine::process(std::span<PacketView> burst, std::span<Verdict> verdicts) noexcept {
   const std::size_t n = std::min(burst.size(), kMaxBurst);
   Parsed parsed[kMaxBurst];
+  std::uint64_t latest = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (i + kPrefetchAhead < n) __builtin_prefetch(burst[i + kPrefetchAhead].data);
     parsed[i] = parse(burst[i]);
+    latest = std::max(latest, burst[i].arrival);
   }
   std::uint32_t rule[kMaxBurst];
   classifier_->classify(burst.first(n), std::span<const Parsed>(parsed, n), std::span<std::uint32_t>(rule, n));
@@ -169,31 +334,68 @@ void Engine::process(std::span<PacketView> burst, std::span<Verdict> verdicts) n
     std::size_t end = start;
     while (end < metered && rule[order[end]] == r) ++end;
     const std::size_t count = end - start;
+    const std::span<const std::uint8_t> group(order + start, count);
     CompiledRule& cr = rules_[r];
+    const bool blind = cr.input == InputColor::blind;
 
     std::uint64_t times[kMaxBurst];
     std::uint32_t lengths[kMaxBurst];
     Color in[kMaxBurst];
     Color out[kMaxBurst];
     for (std::size_t k = 0; k < count; ++k) {
-      const std::size_t i = order[start + k];
+      const std::size_t i = group[k];
       times[k] = burst[i].arrival;
       lengths[k] = metered_length(burst[i], parsed[i], cr.length);
-      in[k] = cr.input == InputColor::dscp ? color_from_dscp(parsed[i].dscp) : Color::green;
+      in[k] = input_color(cr, parsed[i]);
     }
-    const bool blind = cr.input == InputColor::blind;
-    cr.state->meter.check_burst(std::span<const std::uint64_t>(times, count), std::span<const std::uint32_t>(lengths, count),
-                                blind ? std::span<const Color>() : std::span<const Color>(in, count),
-                                std::span<Color>(out, count));
+    if (cr.per_key.kind == KeyKind::none) {
+      cr.state->meter.check_burst({times, count}, {lengths, count},
+                                  blind ? std::span<const Color>() : std::span<const Color>(in, count), {out, count});
+    } else {
+      meter_keyed(cr, group, burst.first(n), std::span<const Parsed>(parsed, n), {lengths, count}, {in, count},
+                  {out, count}, verdicts);
+    }
+
+    // Hierarchy: the packets the child did not mark red go on to the parent, color-aware with the
+    // child's color as input; the parent's color is the packet's. Red ones skip it; nothing is refunded.
+    if (cr.parent != nullptr) {
+      std::uint64_t p_times[kMaxBurst];
+      std::uint32_t p_lengths[kMaxBurst];
+      Color p_in[kMaxBurst], p_out[kMaxBurst];
+      std::size_t p_slot[kMaxBurst], forwarded = 0;
+      for (std::size_t k = 0; k < count; ++k) {
+        const std::size_t i = group[k];
+        if (out[k] == Color::red || (verdicts[i].table_full && cr.per_key.fallback != KeyFallback::aggregate)) continue;
+        p_times[forwarded] = times[k];
+        p_lengths[forwarded] = lengths[k];
+        p_in[forwarded] = out[k];
+        p_slot[forwarded++] = k;
+      }
+      if (forwarded != 0) {
+        cr.parent->check_burst({p_times, forwarded}, {p_lengths, forwarded}, {p_in, forwarded}, {p_out, forwarded});
+        for (std::size_t j = 0; j < forwarded; ++j) out[p_slot[j]] = p_out[j];
+      }
+    }
 
     RuleCounters& counters = *cr.counters;
     for (std::size_t k = 0; k < count; ++k) {
-      const std::size_t i = order[start + k];
+      const std::size_t i = group[k];
       Verdict& v = verdicts[i];
       v.rule = r;
       v.in = in[k];
-      v.out = out[k];
       v.metered_length = lengths[k];
+      if (v.table_full && cr.per_key.fallback != KeyFallback::aggregate) {
+        // Unmetered: the policy's default action, or a drop.
+        if (cr.per_key.fallback == KeyFallback::drop) v.drop = true;
+        else apply(burst[i], parsed[i], policy_.default_action, v);
+        v.out = Color::red;  // reported, not counted per color: the packet was not metered
+        if (v.drop) {
+          ++counters.dropped_packets;
+          counters.dropped_bytes += l2_bytes(burst[i]);
+        }
+        continue;
+      }
+      v.out = out[k];
       const std::size_t color = static_cast<std::size_t>(out[k]);
       const std::uint32_t bytes = l2_bytes(burst[i]);
       ++counters.packets[color];
@@ -206,6 +408,22 @@ void Engine::process(std::span<PacketView> burst, std::span<Verdict> verdicts) n
     }
     start = end;
   }
+  sweep_keys(latest);
+}
+
+void Engine::for_each_key(std::size_t rule, const KeyVisitor& fn) const {
+  const RuleState& s = *rules_[rule].state;
+  if (s.keys) s.keys->for_each([&](const MeterKey& key, const policer::State&, const KeyCounters& c) { fn(key, c); });
+}
+
+std::size_t Engine::live_keys(std::size_t rule) const noexcept {
+  const RuleState& s = *rules_[rule].state;
+  return s.keys ? s.keys->size() : 0;
+}
+
+std::size_t Engine::key_memory_bytes(std::size_t rule) const noexcept {
+  const RuleState& s = *rules_[rule].state;
+  return s.keys ? s.keys->memory_bytes() : 0;
 }
 
 }  // namespace tricolor::dataplane

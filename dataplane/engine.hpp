@@ -3,14 +3,17 @@
 // and tricolor-replay run this same code.
 //
 // Per burst: every frame is parsed, the IP ones are classified together (rte_acl), the packets of each
-// rule are metered together by that rule's aggregate meter (one critical section per rule per burst),
-// then each packet's action is applied by (input, output) color. No allocation, no lock per packet.
+// rule are metered together: by the rule's aggregate meter (one critical section per rule per burst),
+// or by one meter per key in the rule's key tables (owned by this engine: no lock), then by the rule's
+// parent meter if it has one (hierarchy); then each packet's action is applied by (input, output)
+// color. No allocation (but a key table's amortised chunk), no lock per packet.
 //
 // A policy change builds a new classifier and rule table aside and swaps it in. Meters and counters
 // belong to rule names, not to a build: a rule that keeps its name keeps its meter's levels (moved to
 // its new profile with policer's live change) and its counters.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -18,6 +21,8 @@
 #include <vector>
 
 #include "dataplane/classifier.hpp"
+#include "dataplane/key_table.hpp"
+#include "dataplane/keys.hpp"
 #include "dataplane/packet.hpp"
 #include "dataplane/policy.hpp"
 #include "policer/expected.hpp"
@@ -41,6 +46,8 @@ struct Verdict {
   DefaultReason reason = DefaultReason::none;
   ParseError error = ParseError::none;  // when reason == malformed
   std::uint32_t metered_length = 0;
+  bool keyed = false;      // metered by its key's meter (per-key rule)
+  bool table_full = false; // a new key that found the rule's key table full: the fallback applied
 };
 
 // Counts, per rule and output color, of packets and bytes (L2 frame bytes, a stripped tag counted).
@@ -49,6 +56,11 @@ struct RuleCounters {
   std::array<std::uint64_t, 3> bytes{};
   std::uint64_t dropped_packets = 0;  // dropped by the rule's action for their color
   std::uint64_t dropped_bytes = 0;
+  // Per-key rules: keys created, keys renewed after idling past the timeout, packets of new keys that
+  // found the table full (they took the rule's fallback).
+  std::uint64_t keys_created = 0;
+  std::uint64_t keys_renewed = 0;
+  std::uint64_t table_full = 0;
 };
 
 struct DefaultCounters {
@@ -81,17 +93,40 @@ class Engine {
   const DefaultCounters& default_counters() const noexcept { return default_counters_; }
   std::size_t classifier_entries() const noexcept { return classifier_->entries(); }
 
+  // Per-key rules: every live key's counters, as consistent copies (a reader: never blocks metering).
+  using KeyVisitor = std::function<void(const MeterKey& key, const KeyCounters& counters)>;
+  void for_each_key(std::size_t rule, const KeyVisitor& fn) const;
+  std::size_t live_keys(std::size_t rule) const noexcept;
+  std::size_t key_memory_bytes(std::size_t rule) const noexcept;
+
   ~Engine();
 
  private:
   struct RuleState;
   struct CompiledRule {
-    RuleState* state;
-    RuleCounters* counters;
-    InputColor input;
+    RuleState* state = nullptr;
+    RuleCounters* counters = nullptr;
+    InputColor input = InputColor::blind;
     MeteredLength length;
-    std::array<std::array<Action, 3>, 3> action;  // [input][output]
+    std::array<std::array<Action, 3>, 3> action{};  // [input][output]
+    // Input colors (InputColor::mapped): the maps copied here, null when the rule has none.
+    bool has_pcp_map = false, has_dscp_map = false;
+    std::array<Color, 8> pcp_map{};
+    std::array<Color, 64> dscp_map{};
+    Color input_default = Color::green;
+    // Per-key rules.
+    PerKey per_key;
+    const policer::Profile* key_profile = nullptr;       // every key's meter
+    const policer::Profile* key_profile_before = nullptr;  // the keys' profile before the last change
+    std::uint64_t key_profile_changed_at = 0;             // ... and when it changed
+    policer::SharedMeter* parent = nullptr;               // hierarchy
   };
+
+  Color input_color(const CompiledRule& rule, const Parsed& parsed) const noexcept;
+  void meter_keyed(CompiledRule& rule, std::span<const std::uint8_t> packets, std::span<const PacketView> burst,
+                   std::span<const Parsed> parsed, std::span<const std::uint32_t> lengths, std::span<const Color> in,
+                   std::span<Color> out, std::span<Verdict> verdicts) noexcept;
+  void sweep_keys(std::uint64_t now) noexcept;
 
   explicit Engine(policer::TickRate tick_rate);
   void apply(PacketView& view, const Parsed& parsed, const Action& action, Verdict& verdict) noexcept;
@@ -106,6 +141,8 @@ class Engine {
   std::map<std::string, std::unique_ptr<policer::Profile>> profiles_;
   std::vector<std::unique_ptr<policer::Profile>> retired_profiles_;
   std::map<std::string, std::unique_ptr<RuleState>> rule_states_;
+  std::vector<RuleState*> keyed_states_;  // rules with key tables, swept in turn
+  std::size_t sweep_cursor_ = 0;
   DefaultCounters default_counters_;
 };
 

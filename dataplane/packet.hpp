@@ -53,6 +53,7 @@ struct Parsed {
   bool has_vlan = false;              // a tag in the frame or a stripped one
   std::uint8_t frame_vlans = 0;       // tags in the frame (0..2), a stripped one not counted
   std::uint16_t vlan_id = 0;          // the outermost tag's VLAN id (the stripped tag's if any)
+  std::uint8_t pcp = 0;               // the outermost tag's priority code point
   std::uint16_t outer_tci_offset = 0; // offset of the outermost in-frame tag's TCI; 0 when none
   std::uint16_t l3_offset = 0;
   std::uint16_t l3_length = 0;        // IPv4 total length; IPv6 40 + payload length

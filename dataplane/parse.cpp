@@ -18,6 +18,7 @@ constexpr std::uint32_t kTpidLength = 2;
 constexpr std::uint32_t kVlanTagLength = 4;  // TPID and TCI
 constexpr std::uint8_t kMaxFrameVlans = 2;   // QinQ
 constexpr std::uint16_t kVlanIdMask = 0x0fff;
+constexpr unsigned kPcpShift = 13;  // PCP: the top 3 bits of the TCI
 constexpr std::uint16_t kTpid8021q = 0x8100;
 constexpr std::uint16_t kTpid8021ad = 0x88a8;
 constexpr std::uint16_t kTpidLegacyQinQ = 0x9100;
@@ -192,6 +193,7 @@ ParseError parse_frame(const PacketView& view, Parsed& out) noexcept {
   if (view.has_stripped_vlan) {  // the NIC's tag was the outermost
     out.has_vlan = true;
     out.vlan_id = view.stripped_tci & kVlanIdMask;
+    out.pcp = static_cast<std::uint8_t>(view.stripped_tci >> kPcpShift);
   }
   if (captured < kEthernetHeaderLength) return ParseError::truncated_ethernet;
 
@@ -204,7 +206,11 @@ ParseError parse_frame(const PacketView& view, Parsed& out) noexcept {
     if (inner_type_offset + kEtherTypeLength > captured) return ParseError::truncated_vlan;
     if (out.frame_vlans == 0) {
       out.outer_tci_offset = static_cast<std::uint16_t>(tci_offset);
-      if (!view.has_stripped_vlan) out.vlan_id = load_be16(frame + tci_offset) & kVlanIdMask;
+      if (!view.has_stripped_vlan) {
+        const std::uint16_t tci = load_be16(frame + tci_offset);
+        out.vlan_id = tci & kVlanIdMask;
+        out.pcp = static_cast<std::uint8_t>(tci >> kPcpShift);
+      }
       out.has_vlan = true;
     }
     ++out.frame_vlans;

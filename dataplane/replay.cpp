@@ -2,10 +2,13 @@
 // engine (parse, classify, meter, act). The clock is the packets' timestamps at 1e9 ticks per second.
 //
 // Outputs: the forwarded packets as a pcap (remarked where the policy says so), a per-packet CSV
-// (index,rule,in_color,out_color,action), a JSON summary per rule, and a table on stdout.
+// (index,rule,key,in_color,out_color,action), a JSON summary per rule (per-key rules: their keys, the
+// top N by red bytes or all), and a table on stdout.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +22,8 @@
 #include "dataplane/demo.hpp"
 #include "dataplane/eal.hpp"
 #include "dataplane/engine.hpp"
+#include "dataplane/keys.hpp"
+#include "dataplane/parse.hpp"
 
 namespace {
 
@@ -43,18 +48,74 @@ std::string read_file(const std::string& path, const char* what) {
 }
 
 std::string action_text(const Verdict& v) {
-  if (v.drop) return "drop";
-  std::string text = "forward";
+  std::string text = v.drop ? "drop" : "forward";
   if (v.dscp_set) text += ";dscp=" + std::to_string(v.dscp);
   if (v.pcp_set) text += ";pcp=" + std::to_string(v.pcp);
+  if (v.table_full) text += ";table-full";  // a new key found the rule's key table full: its fallback
   return text;
+}
+
+// The meter key of a packet of a per-key rule, read again from the frame (slow path, replay only).
+std::string key_of(const PerKey& per, const PacketView& view) {
+  MeterKey key;
+  make_key(per, parse(view), key);
+  return key_text(per, key);
+}
+
+nlohmann::ordered_json colors(const KeyCounters& c) {
+  nlohmann::ordered_json out;
+  for (Color color : {Color::green, Color::yellow, Color::red}) {
+    const auto i = static_cast<std::size_t>(color);
+    out[std::string(policer::to_string(color))] = {{"packets", c.packets[i]}, {"bytes", c.bytes[i]}};
+  }
+  return out;
 }
 
 nlohmann::ordered_json count(std::uint64_t packets, std::uint64_t bytes) {
   return {{"packets", packets}, {"bytes", bytes}};
 }
 
-nlohmann::ordered_json summary(const Engine& engine, std::uint64_t records, bool truncated) {
+// Per-key rules: how many keys, and the keys by red bytes (all of them, or the top `top`). Ranking
+// works on the key bytes (ties broken by them: a deterministic order); only listed keys become text,
+// so the top few of millions of keys cost a pass and a small heap.
+nlohmann::ordered_json keys_summary(const Engine& engine, std::size_t rule, std::size_t top, bool all) {
+  const RuleCounters& c = engine.counters(rule);
+  const PerKey& per = engine.policy().rules[rule].per_key;
+  struct Item {
+    MeterKey key;
+    KeyCounters counters;
+  };
+  auto before = [](const Item& a, const Item& b) {  // a ranks before b
+    if (a.counters.bytes[2] != b.counters.bytes[2]) return a.counters.bytes[2] > b.counters.bytes[2];
+    return a.key < b.key;
+  };
+  std::vector<Item> items;  // all, or a heap of the best `top` with the worst at the front
+  engine.for_each_key(rule, [&](const MeterKey& key, const KeyCounters& counters) {
+    const Item item{key, counters};
+    if (all || items.size() < top) {
+      items.push_back(item);
+      if (!all) std::push_heap(items.begin(), items.end(), before);
+    } else if (top != 0 && before(item, items.front())) {
+      std::pop_heap(items.begin(), items.end(), before);
+      items.back() = item;
+      std::push_heap(items.begin(), items.end(), before);
+    }
+  });
+  std::sort(items.begin(), items.end(), before);
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const Item& item : items) {
+    nlohmann::ordered_json k;
+    k["key"] = key_text(per, item.key);
+    const nlohmann::ordered_json per_color = colors(item.counters);  // named: items() does not own it
+    for (const auto& [name, value] : per_color.items()) k[name] = value;
+    list.push_back(k);
+  }
+  return {{"live", engine.live_keys(rule)},          {"created", c.keys_created},
+          {"renewed", c.keys_renewed},               {"table_full_packets", c.table_full},
+          {"memory_bytes", engine.key_memory_bytes(rule)}, {all ? "all" : "top_by_red_bytes", list}};
+}
+
+nlohmann::ordered_json summary(const Engine& engine, std::uint64_t records, bool truncated, std::size_t top, bool all) {
   nlohmann::ordered_json out;
   out["capture"] = {{"packets", records}, {"truncated", truncated}};
   nlohmann::ordered_json rules = nlohmann::ordered_json::array();
@@ -69,6 +130,7 @@ nlohmann::ordered_json summary(const Engine& engine, std::uint64_t records, bool
       rule[std::string(policer::to_string(color))] = count(c.packets[i], c.bytes[i]);
     }
     rule["dropped"] = count(c.dropped_packets, c.dropped_bytes);
+    if (policy.rules[r].per_key.kind != KeyKind::none) rule["keys"] = keys_summary(engine, r, top, all);
     rules.push_back(rule);
   }
   out["rules"] = rules;
@@ -105,6 +167,14 @@ void print_table(const Engine& engine, std::ostream& out) {
                 static_cast<unsigned long long>(d.non_ip), static_cast<unsigned long long>(d.no_match),
                 static_cast<unsigned long long>(malformed), static_cast<unsigned long long>(d.dropped_packets));
   out << line;
+  for (std::size_t r = 0; r < policy.rules.size(); ++r) {
+    if (policy.rules[r].per_key.kind == KeyKind::none) continue;
+    const RuleCounters& c = engine.counters(r);
+    std::snprintf(line, sizeof line, "(keys)       %s: %zu live, %llu created, %llu renewed, %llu packets found the table full\n",
+                  policy.rules[r].name.c_str(), engine.live_keys(r), static_cast<unsigned long long>(c.keys_created),
+                  static_cast<unsigned long long>(c.keys_renewed), static_cast<unsigned long long>(c.table_full));
+    out << line;
+  }
 }
 
 }  // namespace
@@ -112,13 +182,16 @@ void print_table(const Engine& engine, std::ostream& out) {
 int main(int argc, char** argv) {
   CLI::App app{"tricolor-replay: run a tricolor policy over a pcap or pcapng capture, offline and deterministically"};
   std::string policy_path, capture_path, out_path, csv_path, json_path, demo_dir;
-  bool table = false;
+  bool table = false, all_keys = false;
+  std::size_t top_keys = 10;
   std::uint64_t demo_seconds = 3, demo_seed = 1;
   app.add_option("-p,--policy", policy_path, "policy file in the command language");
   app.add_option("-i,--in", capture_path, "input capture (pcap or pcapng; the pcapng interface is the ingress port)");
   app.add_option("-o,--out", out_path, "write the forwarded packets (remarked) as a nanosecond pcap");
-  app.add_option("--csv", csv_path, "write one line per packet: index,rule,in_color,out_color,action");
+  app.add_option("--csv", csv_path, "write one line per packet: index,rule,key,in_color,out_color,action");
   app.add_option("--json", json_path, "write the summary per rule as JSON");
+  app.add_option("--top-keys", top_keys, "per-key rules: list this many keys in the JSON, by red bytes (default 10)");
+  app.add_flag("--all-keys", all_keys, "per-key rules: list every live key in the JSON");
   app.add_flag("--table", table, "print the per-rule table on stdout (the default when no output is asked for)");
   app.add_option("--demo", demo_dir,
                  "generate an example capture and policy into DIR, replay them with every output in DIR, print the table");
@@ -164,7 +237,7 @@ int main(int argc, char** argv) {
   if (!csv_path.empty()) {
     csv.open(csv_path);
     if (!csv) fail("cannot write '" + csv_path + "'");
-    csv << "index,rule,in_color,out_color,action\n";
+    csv << "index,rule,key,in_color,out_color,action\n";
   }
 
   auto eal = MemoryOnlyEal::init("tricolor-replay");
@@ -195,9 +268,12 @@ int main(int argc, char** argv) {
       if (csv.is_open()) {
         const bool ruled = v.rule != kNoRule;
         const bool aware = ruled && p.rules[v.rule].input != InputColor::blind;
+        const bool keyed = ruled && p.rules[v.rule].per_key.kind != KeyKind::none;
+        const bool metered = !(v.table_full && p.rules[v.rule].per_key.fallback != KeyFallback::aggregate);
         csv << index << ',' << (ruled ? p.rules[v.rule].name : "-") << ','
-            << (aware ? policer::to_string(v.in) : "-") << ',' << (ruled ? policer::to_string(v.out) : "-") << ','
-            << action_text(v) << '\n';
+            << (keyed ? key_of(p.rules[v.rule].per_key, views[i]) : "-") << ','
+            << (aware ? policer::to_string(v.in) : "-") << ','
+            << (ruled && metered ? policer::to_string(v.out) : "-") << ',' << action_text(v) << '\n';
       }
       if (writer && !v.drop) writer->write(records[i]);
     }
@@ -218,7 +294,7 @@ int main(int argc, char** argv) {
   }
   if (!json_path.empty()) {
     std::ofstream json(json_path);
-    json << summary(**engine, index, truncated).dump(2) << '\n';
+    json << summary(**engine, index, truncated, top_keys, all_keys).dump(2) << '\n';
     json.close();
     if (!json) fail("cannot write '" + json_path + "'");
   }

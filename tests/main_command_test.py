@@ -77,8 +77,14 @@ for name, algo, params in re.findall(r"^profile add (\S+) (\S+) (.*)$", policy, 
     profiles[name] = (algo, {k: (rate(v) if k.endswith("ir") else burst(v)) for k, v in zip(words[::2], words[1::2])})
 seconds = 3
 for rule in summary["rules"]:
-    algo, p = profiles[rule["profile"]]
-    unit = "packets" if "pps" in re.search(rf"^profile add {rule['profile']} .*$", policy, re.M).group(0) else "bytes"
+    # A rule's color is its parent's when it has one; per-key meters alone bound only each key.
+    line = re.search(rf"^rule add {rule['name']} .*$", policy, re.M).group(0)
+    parent = re.search(r" parent (\S+)", line)
+    if " per " in line and not parent:
+        continue
+    bounding = parent.group(1) if parent else rule["profile"]
+    algo, p = profiles[bounding]
+    unit = "packets" if "pps" in re.search(rf"^profile add {bounding} .*$", policy, re.M).group(0) else "bytes"
     green, yellow = rule["green"][unit], rule["yellow"][unit]
     assert green <= p["cbs"] + p["cir"] * seconds, rule["name"]
     if algo == "srtcm":
@@ -87,6 +93,8 @@ for rule in summary["rules"]:
         assert green + yellow <= p["pbs"] + p["pir"] * seconds, rule["name"]
     if algo == "1r2c":
         assert yellow == 0, rule["name"]
+keyed = [line for line in lines if line.startswith("(keys)")]
+assert keyed and all(re.match(r"\(keys\)\s+\S+: [1-9]\d* live, \d+ created", line) for line in keyed), keyed
 
 # web is offered 15 Mbit/s against a 5 Mbit/s committed rate: green within a packet of CBS + CIR x T.
 web = next(r for r in summary["rules"] if r["name"] == "web")

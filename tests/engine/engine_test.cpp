@@ -211,5 +211,103 @@ TEST(Engine, OneBurstManyRulesArrivalOrderWithinARule) {
   for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(h.verdicts[i].out, want[i]) << i;
 }
 
+// ---- per-key rules, at the engine ----
+
+Rule keyed_rule(std::string name, std::string profile, std::uint64_t timeout_ns = 60'000'000'000) {
+  Rule r;
+  r.name = std::move(name);
+  r.profile = std::move(profile);
+  r.per_key.kind = KeyKind::dst;
+  r.per_key.idle_timeout_ns = timeout_ns;
+  return r;
+}
+
+TEST(EngineKeys, AProfileChangeReachesEachKeyAtItsNextPacketWithLevelsKept) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});  // 1000 B/s, 1000 B burst
+  policy.rules.push_back(keyed_rule("hosts", "p"));
+  Harness h(policy, 0);
+  h.send({udp4(600, 1, 53), udp4(600, 2, 53)}, 0);  // keys .1 and .2 down to 400 each
+  // At 0.1 s the profile doubles its rate and grows its burst: at that instant each key has 500.
+  Policy next = policy;
+  next.profiles[0].params = params_1r2c(2000, 5000);
+  ASSERT_TRUE(h.engine->update(next, kHz / 10).ok());
+  // Key .1 returns at 0.2 s: 500 + 0.1 s at 2000 B/s = 700 (not 400 + 0.2 s at 2000 = 800, not full).
+  h.send({udp4(700, 1, 53), udp4(64, 1, 53)}, kHz / 5);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  EXPECT_EQ(h.verdicts[1].out, Color::red);
+  // Key .2 returns at 0.3 s: 500 + 0.2 s at 2000 B/s = 900.
+  h.send({udp4(900, 2, 53), udp4(64, 2, 53)}, 3 * kHz / 10);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  EXPECT_EQ(h.verdicts[1].out, Color::red);
+  // A key first seen after the change starts full at the new burst.
+  h.send({udp4(5000, 3, 53)}, 3 * kHz / 10);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+}
+
+TEST(EngineKeys, ANewKeyDefinitionStartsTheKeysAgain) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
+  policy.rules.push_back(keyed_rule("hosts", "p"));
+  Harness h(policy, 0);
+  h.send({udp4(1000, 1, 53)}, 0);
+  EXPECT_EQ(h.engine->live_keys(0), 1u);
+  Policy next = policy;
+  next.rules[0].per_key.kind = KeyKind::five_tuple;
+  ASSERT_TRUE(h.engine->update(next, 1).ok());
+  EXPECT_EQ(h.engine->live_keys(0), 0u);
+  h.send({udp4(1000, 1, 53)}, 2);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);  // a fresh meter
+}
+
+TEST(EngineKeys, IdleKeysAreSweptAndTheirMemoryReturned) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  Rule r = keyed_rule("hosts", "p", kHz);  // 1 s idle timeout
+  r.per_key.kind = KeyKind::src;
+  r.per_key.capacity = 32768;  // an index of 64 Ki slots: the sweep (64 a burst) passes it in 1024 bursts
+  policy.rules.push_back(r);
+  Harness h(policy, 0);
+  // 20000 sources (10.x.y.z from 192.0.2.1 ... rewritten below), one packet each.
+  auto frame = udp4(100, 1, 53);
+  for (std::uint32_t i = 0; i < 20000; i += 32) {
+    std::vector<std::vector<std::uint8_t>> burst;
+    for (std::uint32_t k = 0; k < 32; ++k) {
+      frame[26] = 11, frame[27] = std::uint8_t((i + k) >> 16), frame[28] = std::uint8_t((i + k) >> 8), frame[29] = std::uint8_t(i + k);
+      burst.push_back(frame);
+    }
+    h.send(std::move(burst), 1000 + i);
+  }
+  const std::size_t live = h.engine->live_keys(0), memory = h.engine->key_memory_bytes(0);
+  EXPECT_EQ(live, 20000u);
+  // Two seconds later one key keeps talking; the sweep (a little every burst) reclaims the others.
+  frame[26] = 11, frame[27] = 0, frame[28] = 0, frame[29] = 7;
+  for (int b = 0; b < 20000; ++b) h.send({frame}, 3 * kHz + std::uint64_t(b));
+  EXPECT_EQ(h.engine->live_keys(0), 1u);
+  // What remains: the index (64 Ki slots of 8 bytes) and one chunk of entries.
+  EXPECT_LE(h.engine->key_memory_bytes(0) + 4 * 4096u * 128, memory) << "the idle keys' entry chunks were released";
+  EXPECT_LE(h.engine->key_memory_bytes(0), 65536u * 8 + 4096u * 128 + 65536u);
+}
+
+TEST(EngineKeys, AParentAboveAnAggregateMeter) {
+  Policy policy;
+  policy.profiles.push_back({"child", params_1r2c(1'000'000, 3000)});
+  policy.profiles.push_back({"parent", params_1r2c(1'000'000, 1000)});
+  Rule r = rule("both", 1, "child");
+  r.parent = "parent";
+  policy.rules.push_back(r);
+  Harness h(policy, 0);
+  // The child passes 3 x 1000 B; the parent only the first 1000; the child's red skips the parent.
+  h.send({udp4(1000, 1, 53), udp4(1000, 1, 53), udp4(1000, 1, 53), udp4(1000, 1, 53)}, 0);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  EXPECT_EQ(h.verdicts[1].out, Color::red);  // parent red: the child's tokens are not refunded
+  EXPECT_EQ(h.verdicts[2].out, Color::red);
+  EXPECT_EQ(h.verdicts[3].out, Color::red);  // child red
+  // 1 ms later both have 1000 B more: the child had 0 left, so the child is the limit now.
+  h.send({udp4(1000, 1, 53), udp4(1000, 1, 53)}, kHz / 1000);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  EXPECT_EQ(h.verdicts[1].out, Color::red);
+}
+
 }  // namespace
 }  // namespace tricolor::dataplane

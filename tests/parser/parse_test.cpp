@@ -117,6 +117,7 @@ TEST(ParseVlan, EachTpidIsATag) {
     EXPECT_TRUE(p.has_vlan);
     EXPECT_EQ(p.frame_vlans, 1);
     EXPECT_EQ(p.vlan_id, 0x123);
+    EXPECT_EQ(p.pcp, 5);
     EXPECT_EQ(p.outer_tci_offset, kEthernetLength);
     EXPECT_EQ(p.l3_offset, kEthernetLength + 4);
     EXPECT_EQ(p.l3, L3::ipv4);
@@ -168,14 +169,16 @@ TEST(ParseVlan, StrippedTagAlone) {
   EXPECT_TRUE(p.has_vlan);
   EXPECT_EQ(p.frame_vlans, 0);
   EXPECT_EQ(p.vlan_id, 0x0abc);
+  EXPECT_EQ(p.pcp, 7);
   EXPECT_EQ(p.outer_tci_offset, 0);
   EXPECT_EQ(p.l3_offset, kEthernetLength);
   EXPECT_EQ(p.src_port, 1000);
 }
 
 TEST(ParseVlan, StrippedTagIsOutermostBeforeInFrameTags) {
-  Capture one(FrameBuilder().vlan(ether_type::vlan, 0x0777).ipv4().tcp(1, 2).build().bytes);
-  const Parsed p1 = one.stripped(0x0042).parse();
+  Capture one(FrameBuilder().vlan(ether_type::vlan, 0x6777).ipv4().tcp(1, 2).build().bytes);
+  const Parsed p1 = one.stripped(0x2042).parse();
+  EXPECT_EQ(p1.pcp, 1);  // the stripped tag's, not the in-frame tag's 3
   EXPECT_EQ(p1.error, ParseError::none);
   EXPECT_TRUE(p1.has_vlan);
   EXPECT_EQ(p1.frame_vlans, 1);

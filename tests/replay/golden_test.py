@@ -201,13 +201,13 @@ assert run.returncode == 0, run.stderr
 
 failures = []
 rows = list(csv.reader(open(outputs["csv"])))
-assert rows[0] == ["index", "rule", "in_color", "out_color", "action"], rows[0]
+assert rows[0] == ["index", "rule", "key", "in_color", "out_color", "action"], rows[0]
 forwarded = [bytes(p) for p in rdpcap(out_pcap)] if os.path.getsize(out_pcap) > 24 else []
 expected_out = [exp for _, _, exp, *_ in cases if exp is not None]
 for i, (name, raw, expected, rule, color, action) in enumerate(cases):
     row = rows[i + 1]
-    if row != [str(i), rule, "-", color, action]:
-        failures.append(f"{name}: CSV {row}, expected {[str(i), rule, '-', color, action]}")
+    if row != [str(i), rule, "-", "-", color, action]:
+        failures.append(f"{name}: CSV {row}, expected {[str(i), rule, '-', '-', color, action]}")
 if len(forwarded) != len(expected_out):
     failures.append(f"{len(forwarded)} packets forwarded, expected {len(expected_out)}")
 else:

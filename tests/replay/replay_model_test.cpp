@@ -19,49 +19,10 @@
 #include <vector>
 
 #include "tests/reference_model.hpp"
+#include "tests/replay/replay_test_support.hpp"
 
 namespace tricolor::test {
 namespace {
-
-namespace fs = std::filesystem;
-
-std::string replay_binary() {
-  const char* path = std::getenv("TRICOLOR_REPLAY");
-  return path ? path : "tricolor-replay";
-}
-
-// splitmix64
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-};
-
-// ---- a minimal nanosecond pcap writer and frame builder, independent of tricolor's ----
-void put16le(std::string& s, std::uint16_t v) { s.push_back(char(v & 0xff)), s.push_back(char(v >> 8)); }
-void put32le(std::string& s, std::uint32_t v) { put16le(s, std::uint16_t(v)), put16le(s, std::uint16_t(v >> 16)); }
-
-struct Packet {
-  std::uint64_t time_ns;
-  std::vector<std::uint8_t> frame;
-};
-
-void write_pcap(const fs::path& path, const std::vector<Packet>& packets) {
-  std::string out;
-  put32le(out, 0xa1b23c4d);  // nanosecond pcap
-  put16le(out, 2), put16le(out, 4), put32le(out, 0), put32le(out, 0), put32le(out, 65535), put32le(out, 1);
-  for (const Packet& p : packets) {
-    put32le(out, std::uint32_t(p.time_ns / 1'000'000'000)), put32le(out, std::uint32_t(p.time_ns % 1'000'000'000));
-    put32le(out, std::uint32_t(p.frame.size())), put32le(out, std::uint32_t(p.frame.size()));
-    out.append(p.frame.begin(), p.frame.end());
-  }
-  std::ofstream(path, std::ios::binary) << out;
-}
 
 // Ethernet + IPv4 or IPv6 + UDP, `size` bytes in all (the L2 length), destination chosen per flow.
 std::vector<std::uint8_t> udp_frame(std::size_t size, bool ipv6, std::uint8_t flow, std::uint8_t dscp) {
@@ -162,41 +123,6 @@ std::vector<FlowSpec> flows() {
   return out;
 }
 
-struct CommandResult {
-  int status;
-  std::string output;
-};
-
-CommandResult run(const std::string& command) {
-  CommandResult r{0, ""};
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  char buffer[4096];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) r.output.append(buffer, n);
-  r.status = pclose(pipe);
-  return r;
-}
-
-std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
-  std::vector<std::vector<std::string>> rows;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> cells;
-    std::stringstream ss(line);
-    std::string cell;
-    while (std::getline(ss, cell, ',')) cells.push_back(cell);
-    rows.push_back(cells);
-  }
-  return rows;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class ReplayAgainstModel : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -265,7 +191,7 @@ TEST_F(ReplayAgainstModel, CsvColorsEqualTheModelPacketForPacket) {
 
   const auto rows = read_csv(dir_ / "out.csv");
   ASSERT_EQ(rows.size(), sorted.size() + 1);
-  EXPECT_EQ(rows[0], (std::vector<std::string>{"index", "rule", "in_color", "out_color", "action"}));
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"index", "rule", "key", "in_color", "out_color", "action"}));
 
   std::vector<ReferenceMeter> models;
   for (const FlowSpec& f : specs) models.emplace_back(f.params, kStart);
@@ -274,23 +200,24 @@ TEST_F(ReplayAgainstModel, CsvColorsEqualTheModelPacketForPacket) {
     const std::size_t i = sorted_flow[k];
     const FlowSpec& f = specs[i];
     const auto& row = rows[k + 1];
-    ASSERT_EQ(row.size(), 5u);
+    ASSERT_EQ(row.size(), 6u);
     ASSERT_EQ(row[0], std::to_string(k));
     ASSERT_EQ(row[1], f.rule) << "packet " << k;
+    ASSERT_EQ(row[2], "-");  // aggregate meters: no key
     const std::size_t size = sorted[k].frame.size();
     const std::uint8_t dscp = f.ipv6 ? std::uint8_t(((sorted[k].frame[14] & 0x0f) << 2) | (sorted[k].frame[15] >> 6))
                                      : std::uint8_t(sorted[k].frame[15] >> 2);
     RefColor want;
     if (f.aware) {
       const RefColor in = input_color(dscp);
-      ASSERT_EQ(row[2], to_string(in)) << "packet " << k;
+      ASSERT_EQ(row[3], to_string(in)) << "packet " << k;
       want = models[i].check_aware(sorted[k].time_ns, size, in);
     } else {
-      ASSERT_EQ(row[2], "-");
+      ASSERT_EQ(row[3], "-");
       want = models[i].check(sorted[k].time_ns, size);
     }
-    ASSERT_EQ(row[3], to_string(want)) << f.rule << ": packet " << k << " (" << size << " bytes)";
-    EXPECT_EQ(row[4], "forward");
+    ASSERT_EQ(row[4], to_string(want)) << f.rule << ": packet " << k << " (" << size << " bytes)";
+    EXPECT_EQ(row[5], "forward");
     if (want == RefColor::green) green[i] += f.packets ? 1 : size;
     last_time[i] = sorted[k].time_ns;
   }

@@ -1,0 +1,190 @@
+// tricolor-bench-engine: the whole per-packet path of a per-key rule (parse, classify, key lookup,
+// meter, counters, actions) in bursts of 32, with 1, 4 Ki, 64 Ki, 1 Mi and 16 Mi live keys visited in
+// random order; beside it the bare meter check (policer::check_blind on as many states, same order,
+// same prefetch distance) from the foundation benchmark, so that the cost of everything around the
+// meter shows; and the key-flood rates: every packet a new key, into an empty table and into a full
+// one (the fallback).
+//
+// Packets are rewritten in place in a ring of 32 frame buffers before each burst (as a NIC reuses its
+// receive buffers): writing the key fields is part of the measured time, about 1 ns per packet.
+#include <benchmark/benchmark.h>
+
+#include <rte_cycles.h>
+
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "dataplane/eal.hpp"
+#include "dataplane/engine.hpp"
+#include "policer/meter.hpp"
+
+namespace {
+
+using namespace tricolor;
+using namespace tricolor::dataplane;
+
+constexpr std::size_t kBurst = 32;
+constexpr std::size_t kSequence = 1u << 22;  // random key ids cycled through
+constexpr std::size_t kPrefetch = 16;
+
+std::uint64_t splitmix64(std::uint64_t& x) {
+  std::uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+const std::vector<std::uint32_t>& sequence(std::uint32_t keys) {
+  static std::vector<std::uint32_t> seq;
+  static std::uint32_t made_for = 0;
+  if (made_for != keys) {
+    std::uint64_t s = keys;
+    seq.resize(kSequence);
+    for (auto& id : seq) id = static_cast<std::uint32_t>(splitmix64(s) % keys);
+    made_for = keys;
+  }
+  return seq;
+}
+
+// Ethernet + IPv4 + UDP, 64 bytes, to 10.200.0.1; the key (source address, source port) set per burst.
+struct Frames {
+  std::uint8_t bytes[kBurst][64];
+  PacketView views[kBurst];
+  Frames() {
+    const std::uint8_t header[42] = {2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00, 0x45, 0, 0, 50, 0, 0, 0x40, 0, 64, 17,
+                                     0, 0, 11, 0, 0, 0, 10, 200, 0, 1, 0x10, 0, 0x00, 53, 0, 30, 0, 0};
+    for (std::size_t k = 0; k < kBurst; ++k) {
+      std::memcpy(bytes[k], header, sizeof header);
+      std::memset(bytes[k] + sizeof header, 0, 64 - sizeof header);
+      views[k] = PacketView{bytes[k], 64, 64, 0, 0, 0, false};
+    }
+  }
+  void set(std::size_t k, std::uint32_t id, std::uint64_t now) {
+    // 2^24 source addresses x 16 source ports: distinct 5-tuples for ids up to 2^28.
+    bytes[k][27] = static_cast<std::uint8_t>(id >> 16), bytes[k][28] = static_cast<std::uint8_t>(id >> 8);
+    bytes[k][29] = static_cast<std::uint8_t>(id);
+    bytes[k][34] = static_cast<std::uint8_t>(0x10 | ((id >> 24) & 0x0f));
+    views[k].arrival = now;
+  }
+};
+
+Policy policy(std::uint32_t capacity) {
+  Policy p;
+  policer::Params params;
+  params.algorithm = policer::Algorithm::trtcm;
+  params.cir = 12'500'000, params.cbs = 65536, params.pir = 25'000'000, params.pbs = 131072;
+  p.profiles.push_back({"flow", params});
+  Rule r;
+  r.name = "flows";
+  r.profile = "flow";
+  Prefix dst;
+  dst.address = {10, 200, 0, 1};
+  dst.length = 32;
+  r.match.dst = dst;
+  r.per_key.kind = KeyKind::five_tuple;
+  r.per_key.capacity = capacity;
+  r.per_key.idle_timeout_ns = 3600ull * 1'000'000'000;
+  p.rules.push_back(r);
+  return p;
+}
+
+std::unique_ptr<Engine> make_engine(std::uint32_t capacity) {
+  auto e = Engine::create(policy(capacity), *policer::TickRate::make(rte_get_tsc_hz()), rte_rdtsc());
+  return e ? std::move(*e) : nullptr;
+}
+
+void BM_engine_per_key(benchmark::State& state) {
+  const auto keys = static_cast<std::uint32_t>(state.range(0));
+  auto engine = make_engine(std::max<std::uint32_t>(keys, 1024));
+  Frames frames;
+  Verdict verdicts[kBurst];
+  // Untimed: every key inserted once.
+  for (std::uint32_t id = 0; id < keys; id += kBurst) {
+    const std::size_t n = std::min<std::size_t>(kBurst, keys - id);
+    const std::uint64_t now = rte_rdtsc();
+    for (std::size_t k = 0; k < n; ++k) frames.set(k, id + static_cast<std::uint32_t>(k), now);
+    engine->process(std::span(frames.views, n), verdicts);
+  }
+  const auto& seq = sequence(keys);
+  std::size_t pos = 0;
+  for (auto _ : state) {
+    const std::uint64_t now = rte_rdtsc();
+    for (std::size_t k = 0; k < kBurst; ++k) frames.set(k, seq[pos + k], now);
+    engine->process(frames.views, verdicts);
+    pos = (pos + kBurst) % kSequence;
+  }
+  benchmark::DoNotOptimize(verdicts);
+  state.counters["ns_per_packet"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kBurst), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["live_keys"] = static_cast<double>(engine->live_keys(0));
+  state.counters["bytes_per_key"] = static_cast<double>(engine->key_memory_bytes(0)) / std::max<std::size_t>(1, engine->live_keys(0));
+}
+
+void BM_bare_meter(benchmark::State& state) {
+  const auto keys = static_cast<std::uint32_t>(state.range(0));
+  policer::Params params = policy(1).profiles[0].params;
+  const auto profile = *policer::Profile::make(params, *policer::TickRate::make(rte_get_tsc_hz()));
+  std::vector<policer::State> states(keys, policer::full_state(profile, rte_rdtsc()));
+  const auto& seq = sequence(keys);
+  std::size_t pos = 0;
+  unsigned colors = 0;
+  for (auto _ : state) {
+    const std::uint64_t now = rte_rdtsc();
+    for (std::size_t k = 0; k < kBurst; ++k) {
+      __builtin_prefetch(&states[seq[(pos + k + kPrefetch) % kSequence]], 1);
+      colors += static_cast<unsigned>(policer::check_blind<policer::TrTcm>(states[seq[pos + k]], profile, now, 64));
+    }
+    pos = (pos + kBurst) % kSequence;
+  }
+  benchmark::DoNotOptimize(colors);
+  state.counters["ns_per_packet"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kBurst), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// Every packet a new key. Arg 0: into a table with room (capacity 16 Mi, started empty and refilled
+// from empty whenever it fills); Arg 1: into a full table (capacity 1 Ki): every packet takes the
+// fallback (the rule's aggregate meter).
+void BM_key_flood(benchmark::State& state) {
+  const bool into_full = state.range(0) == 1;
+  const std::uint32_t capacity = into_full ? 1024 : (1u << 24);
+  auto engine = make_engine(capacity);
+  Frames frames;
+  Verdict verdicts[kBurst];
+  std::uint32_t next = 0;
+  std::uint64_t full = 0;
+  for (auto _ : state) {
+    if (!into_full && next + kBurst > capacity) {
+      state.PauseTiming();
+      engine = make_engine(capacity);
+      next = 0;
+      state.ResumeTiming();
+    }
+    const std::uint64_t now = rte_rdtsc();
+    for (std::size_t k = 0; k < kBurst; ++k) frames.set(k, next++ % (1u << 28), now);
+    engine->process(frames.views, verdicts);
+    for (const Verdict& v : verdicts) full += v.table_full;
+  }
+  state.counters["ns_per_packet"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kBurst), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["table_full_share"] = static_cast<double>(full) / static_cast<double>(state.iterations() * kBurst);
+}
+
+BENCHMARK(BM_engine_per_key)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_bare_meter)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_key_flood)->Arg(0)->Arg(1)->Unit(benchmark::kNanosecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  auto eal = MemoryOnlyEal::init("tricolor-bench-engine");
+  if (!eal) {
+    std::fprintf(stderr, "tricolor-bench-engine: %s\n", eal.error().message.c_str());
+    return 1;
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
