@@ -17,6 +17,7 @@
 #include "dataplane/classifier.hpp"
 #include "dataplane/eal.hpp"
 #include "dataplane/match.hpp"
+#include "dataplane/splitmix64.hpp"
 
 namespace {
 
@@ -25,16 +26,7 @@ using namespace tricolor::dataplane;
 constexpr std::size_t kBurst = 32;
 constexpr std::size_t kPackets = 1u << 16;  // distinct packets cycled through
 
-struct Random {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-};
+using Random = tricolor::SplitMix64;
 
 Rule make_rule(Random& r, std::size_t i) {
   Rule rule;

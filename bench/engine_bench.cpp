@@ -17,6 +17,7 @@
 
 #include "dataplane/eal.hpp"
 #include "dataplane/engine.hpp"
+#include "dataplane/splitmix64.hpp"
 #include "policer/meter.hpp"
 
 namespace {
@@ -28,12 +29,7 @@ constexpr std::size_t kBurst = 32;
 constexpr std::size_t kSequence = 1u << 22;  // random key ids cycled through
 constexpr std::size_t kPrefetch = 16;
 
-std::uint64_t splitmix64(std::uint64_t& x) {
-  std::uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using tricolor::splitmix64;
 
 const std::vector<std::uint32_t>& sequence(std::uint32_t keys) {
   static std::vector<std::uint32_t> seq;

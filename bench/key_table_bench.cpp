@@ -58,6 +58,7 @@
 
 #include "dataplane/eal.hpp"
 #include "dataplane/key_table.hpp"
+#include "dataplane/splitmix64.hpp"
 #include "policer/meter.hpp"
 #include "policer/profile.hpp"
 
@@ -80,11 +81,7 @@ constexpr std::size_t kV6Size = std::size_t{1} << 20;
 // Simple IMIX: 7 x 64, 4 x 576, 1 x 1500 bytes.
 constexpr std::uint32_t kLengths[12] = {64, 64, 64, 64, 64, 64, 64, 576, 576, 576, 576, 1500};
 
-std::uint64_t mix(std::uint64_t z) noexcept {  // splitmix64's finalizer: a bijection
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+constexpr auto mix = tricolor::splitmix64_mix;  // a bijection
 
 // Key number i: addresses from a bijection of i (so keys are distinct), ports and protocol after.
 template <std::size_t K>

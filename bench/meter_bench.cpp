@@ -48,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "dataplane/splitmix64.hpp"
 #include "policer/meter.hpp"
 #include "policer/profile.hpp"
 
@@ -64,12 +65,7 @@ constexpr std::size_t kSizes[] = {1, 4096, std::size_t{1} << 20};  // meters per
 // ---------------------------------------------------------------------------------------------------
 // Workload: the same for both libraries.
 
-std::uint64_t splitmix64(std::uint64_t& x) noexcept {
-  std::uint64_t z = (x += 0x9e3779b97f4a7c15);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-  return z ^ (z >> 31);
-}
+using tricolor::splitmix64;
 
 // Simple IMIX: 7 x 64, 4 x 576, 1 x 1500 bytes.
 constexpr std::uint16_t kLengths[12] = {64, 64, 64, 64, 64, 64, 64, 576, 576, 576, 576, 1500};

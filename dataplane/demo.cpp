@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dataplane/capture.hpp"
+#include "dataplane/splitmix64.hpp"
 
 namespace tricolor::dataplane {
 namespace {
@@ -18,17 +19,7 @@ namespace {
 constexpr std::uint64_t kNanosPerSecond = 1'000'000'000;
 constexpr std::uint64_t kStart = 1'767'225'600ull * kNanosPerSecond;  // 2026-01-01T00:00:00Z
 
-// splitmix64: the same traffic everywhere for a given seed.
-struct Random {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-};
+using Random = SplitMix64;  // the same traffic everywhere for a given seed
 
 // ---- a small frame builder (valid IPv4 header checksums; L4 checksums left 0) ----
 struct Frame {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dataplane/splitmix64.hpp"
 #include "policer/meter.hpp"
 #include "tests/reference_model.hpp"
 
@@ -68,18 +69,6 @@ inline ::testing::AssertionResult same_levels(const State& s, const ReferenceMet
                                        << u128_string(m.c_level()) << ", " << u128_string(m.second_level()) << ")";
 }
 
-// splitmix64, for reproducible random tests.
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  std::uint64_t below(std::uint64_t n) { return n == 0 ? 0 : next() % n; }
-  std::uint64_t between(std::uint64_t lo, std::uint64_t hi) { return lo + below(hi - lo + 1); }
-  bool chance(unsigned percent) { return below(100) < percent; }
-};
+using Rng = tricolor::SplitMix64;  // reproducible random tests
 
 }  // namespace tricolor::test

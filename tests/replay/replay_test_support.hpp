@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/splitmix64.hpp"
+
 namespace tricolor::test {
 
 namespace fs = std::filesystem;
@@ -22,17 +24,7 @@ inline std::string replay_binary() {
   return path ? path : "tricolor-replay";
 }
 
-// splitmix64
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-};
+using Rng = tricolor::SplitMix64;
 
 inline void put16le(std::string& s, std::uint16_t v) { s.push_back(char(v & 0xff)), s.push_back(char(v >> 8)); }
 inline void put32le(std::string& s, std::uint32_t v) { put16le(s, std::uint16_t(v)), put16le(s, std::uint16_t(v >> 16)); }
