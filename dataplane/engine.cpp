@@ -38,6 +38,12 @@ std::uint64_t ticks(std::uint64_t ns, policer::TickRate rate) {
   return static_cast<std::uint64_t>(static_cast<unsigned __int128>(ns) * rate.hz() / 1'000'000'000u);  // cold path
 }
 
+// A new key that found its rule's table full and whose fallback is not the aggregate meter: no meter
+// saw it, so it skips the parent and takes the default action or a drop.
+bool unmetered(const Verdict& v, KeyFallback fallback) noexcept {
+  return v.table_full && fallback != KeyFallback::aggregate;
+}
+
 bool same_tables(const PerKey& a, const PerKey& b) {
   return a.kind == b.kind && a.ipv4_prefix == b.ipv4_prefix && a.ipv6_prefix == b.ipv6_prefix &&
          a.capacity == b.capacity && a.idle_timeout_ns == b.idle_timeout_ns;
@@ -300,7 +306,8 @@ void Engine::meter_keyed(CompiledRule& rule, std::span<const std::uint8_t> packe
 
 void Engine::sweep_keys(std::uint64_t now) noexcept {
   if (keyed_states_.empty()) return;
-  keyed_states_[sweep_cursor_++ % keyed_states_.size()]->keys->sweep(now, kSweepBudget);
+  if (sweep_cursor_ >= keyed_states_.size()) sweep_cursor_ = 0;  // a wrap, not a division per burst
+  keyed_states_[sweep_cursor_++]->keys->sweep(now, kSweepBudget);
 }
 
 void Engine::process(std::span<PacketView> burst, std::span<Verdict> verdicts) noexcept {
@@ -365,7 +372,7 @@ void Engine::process(std::span<PacketView> burst, std::span<Verdict> verdicts) n
       std::size_t p_slot[kMaxBurst], forwarded = 0;
       for (std::size_t k = 0; k < count; ++k) {
         const std::size_t i = group[k];
-        if (out[k] == Color::red || (verdicts[i].table_full && cr.per_key.fallback != KeyFallback::aggregate)) continue;
+        if (out[k] == Color::red || unmetered(verdicts[i], cr.per_key.fallback)) continue;
         p_times[forwarded] = times[k];
         p_lengths[forwarded] = lengths[k];
         p_in[forwarded] = out[k];
@@ -384,7 +391,7 @@ void Engine::process(std::span<PacketView> burst, std::span<Verdict> verdicts) n
       v.rule = r;
       v.in = in[k];
       v.metered_length = lengths[k];
-      if (v.table_full && cr.per_key.fallback != KeyFallback::aggregate) {
+      if (unmetered(v, cr.per_key.fallback)) {
         // Unmetered: the policy's default action, or a drop.
         if (cr.per_key.fallback == KeyFallback::drop) v.drop = true;
         else apply(burst[i], parsed[i], policy_.default_action, v);
