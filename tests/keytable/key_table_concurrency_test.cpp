@@ -1,7 +1,7 @@
 // One owner thread acquires, writes and sweeps while two readers walk the table with for_each(): each
 // copy a reader gets must be self-consistent, never a mix of two writes, and no reader may touch a
 // chunk after it is freed (the owner floods, lets everything expire and sweeps, so chunks are released
-// and allocated again all the time). Meant to run under ASan and TSan too.
+// and allocated again all the time). Runs under ASan/UBSan and TSan too (./dev test).
 //
 // The owner keeps an invariant in every entry that a torn copy would break:
 //   key = {id, ~id};  state.level[0] = 3 * id + 1;  state.level[1] = 7 * packets[0];
@@ -17,21 +17,14 @@
 #include <vector>
 
 #include "dataplane/key_table.hpp"
+#include "tests/keytable/key_table_test_support.hpp"
 #include "tests/meter_test_support.hpp"
 
 namespace tricolor::dataplane {
 namespace {
 
 using test::Rng;
-
-template <class Table>
-typename Table::Key key_of(std::uint64_t id) {
-  typename Table::Key key{};
-  std::memcpy(key.data(), &id, sizeof id);
-  const std::uint64_t check = ~id;
-  std::memcpy(key.data() + key.size() - sizeof check, &check, sizeof check);
-  return key;
-}
+using test_keys::key_of;
 
 template <class Table>
 void write_packet(typename Table::Entry& e, std::uint64_t id, std::uint64_t now) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dataplane/key_table.hpp"
+#include "tests/keytable/key_table_test_support.hpp"
 #include "tests/meter_test_support.hpp"
 
 namespace tricolor::dataplane {
@@ -27,15 +28,7 @@ using Outcome4 = Table4::Outcome;
 constexpr std::size_t kEntryBytes = 128;
 constexpr std::size_t kChunkEntries = 4096;
 
-// Distinct keys from a number: the number in the first word, its complement in the last.
-template <class Table>
-typename Table::Key key_of(std::uint64_t id) {
-  typename Table::Key key{};
-  std::memcpy(key.data(), &id, sizeof id);
-  const std::uint64_t check = ~id;
-  std::memcpy(key.data() + key.size() - sizeof check, &check, sizeof check);
-  return key;
-}
+using test_keys::key_of;
 
 policer::State fresh_at(std::uint64_t now) { return policer::State{{1000, 2000}, now}; }
 
