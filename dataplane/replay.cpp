@@ -4,26 +4,32 @@
 // Outputs: the forwarded packets as a pcap (remarked where the policy says so), a per-packet CSV
 // (index,rule,key,in_color,out_color,action), a JSON summary per rule (per-key rules: their keys, the
 // top N by red bytes or all), and a table on stdout.
+//
+// Exit status: 0 done; 1 the command line is wrong; 2 a policy, capture or output cannot be used (the
+// message names it and why), or memory ran out.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
-#include <algorithm>
-#include <array>
+#include <cerrno>
+#include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "control/language.hpp"
+#include "control/policy_file.hpp"
 #include "dataplane/capture.hpp"
 #include "dataplane/demo.hpp"
 #include "dataplane/eal.hpp"
 #include "dataplane/engine.hpp"
 #include "dataplane/keys.hpp"
 #include "dataplane/parse.hpp"
+#include "dataplane/replay_files.hpp"
+#include "dataplane/replay_report.hpp"
 
 namespace {
 
@@ -32,19 +38,39 @@ using namespace tricolor::dataplane;
 
 constexpr std::uint64_t kTicksPerSecond = 1'000'000'000;  // capture timestamps are in ns
 constexpr std::size_t kBurst = 32;
-constexpr int kExitInput = 2;  // a policy or capture that cannot be used
+constexpr int kExitUsage = 1;  // the command line is wrong
+constexpr int kExitInput = 2;  // a policy, capture or output that cannot be used
+// --top-keys: no rule holds more keys than the largest capacity (2^28); --all-keys lists them all.
+constexpr std::uint64_t kMaxTopKeys = std::uint64_t{1} << 28;
 
 [[noreturn]] void fail(const std::string& message) {
   std::cerr << "tricolor-replay: " << message << "\n";
   std::exit(kExitInput);
 }
 
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(std::string("cannot read the ") + what + " '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+[[noreturn]] void usage_error(const std::string& message) {
+  std::cerr << "tricolor-replay: " << message << "\n";
+  std::exit(kExitUsage);
+}
+
+// Standard output (the table, the demo's text) is an output like the files: a failed write fails the
+// run rather than losing the table.
+void check_stdout() {
+  errno = 0;
+  std::cout.flush();
+  if (!std::cout) fail(std::string("cannot write to standard output: ") + std::strerror(errno != 0 ? errno : EIO));
+}
+
+std::size_t parse_top_keys(const std::string& text) {
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || end != text.data() + text.size())
+    usage_error("--top-keys '" + text + "': expected a number of keys, 0 or more (--all-keys lists every key)");
+  if (ec == std::errc::result_out_of_range || value > kMaxTopKeys)
+    usage_error("--top-keys '" + text + "': at most " + std::to_string(kMaxTopKeys) +
+                ", the most keys a rule can hold (--all-keys lists every key)");
+  return static_cast<std::size_t>(value);
 }
 
 std::string action_text(const Verdict& v) {
@@ -62,181 +88,60 @@ std::string key_of(const PerKey& per, const PacketView& view) {
   return key_text(per, key);
 }
 
-nlohmann::ordered_json colors(const KeyCounters& c) {
-  nlohmann::ordered_json out;
-  for (Color color : {Color::green, Color::yellow, Color::red}) {
-    const auto i = static_cast<std::size_t>(color);
-    out[std::string(policer::to_string(color))] = {{"packets", c.packets[i]}, {"bytes", c.bytes[i]}};
-  }
-  return out;
-}
-
-nlohmann::ordered_json count(std::uint64_t packets, std::uint64_t bytes) {
-  return {{"packets", packets}, {"bytes", bytes}};
-}
-
-// Per-key rules: how many keys, and the keys by red bytes (all of them, or the top `top`). Ranking
-// works on the key bytes (ties broken by them: a deterministic order); only listed keys become text,
-// so the top few of millions of keys cost a pass and a small heap.
-nlohmann::ordered_json keys_summary(const Engine& engine, std::size_t rule, std::size_t top, bool all) {
-  const RuleCounters& c = engine.counters(rule);
-  const PerKey& per = engine.policy().rules[rule].per_key;
-  struct Item {
-    MeterKey key;
-    KeyCounters counters;
-  };
-  auto before = [](const Item& a, const Item& b) {  // a ranks before b
-    if (a.counters.bytes[2] != b.counters.bytes[2]) return a.counters.bytes[2] > b.counters.bytes[2];
-    return a.key < b.key;
-  };
-  std::vector<Item> items;  // all, or a heap of the best `top` with the worst at the front
-  engine.for_each_key(rule, [&](const MeterKey& key, const KeyCounters& counters) {
-    const Item item{key, counters};
-    if (all || items.size() < top) {
-      items.push_back(item);
-      if (!all) std::push_heap(items.begin(), items.end(), before);
-    } else if (top != 0 && before(item, items.front())) {
-      std::pop_heap(items.begin(), items.end(), before);
-      items.back() = item;
-      std::push_heap(items.begin(), items.end(), before);
-    }
-  });
-  std::sort(items.begin(), items.end(), before);
-  nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (const Item& item : items) {
-    nlohmann::ordered_json k;
-    k["key"] = key_text(per, item.key);
-    const nlohmann::ordered_json per_color = colors(item.counters);  // named: items() does not own it
-    for (const auto& [name, value] : per_color.items()) k[name] = value;
-    list.push_back(k);
-  }
-  return {{"live", engine.live_keys(rule)},          {"created", c.keys_created},
-          {"renewed", c.keys_renewed},               {"table_full_packets", c.table_full},
-          {"memory_bytes", engine.key_memory_bytes(rule)}, {all ? "all" : "top_by_red_bytes", list}};
-}
-
-nlohmann::ordered_json summary(const Engine& engine, std::uint64_t records, bool truncated, std::size_t top, bool all) {
-  nlohmann::ordered_json out;
-  out["capture"] = {{"packets", records}, {"truncated", truncated}};
-  nlohmann::ordered_json rules = nlohmann::ordered_json::array();
-  const Policy& policy = engine.policy();
-  for (std::size_t r = 0; r < policy.rules.size(); ++r) {
-    const RuleCounters& c = engine.counters(r);
-    nlohmann::ordered_json rule;
-    rule["name"] = policy.rules[r].name;
-    rule["profile"] = policy.rules[r].profile;
-    for (Color color : {Color::green, Color::yellow, Color::red}) {
-      const auto i = static_cast<std::size_t>(color);
-      rule[std::string(policer::to_string(color))] = count(c.packets[i], c.bytes[i]);
-    }
-    rule["dropped"] = count(c.dropped_packets, c.dropped_bytes);
-    if (policy.rules[r].per_key.kind != KeyKind::none) rule["keys"] = keys_summary(engine, r, top, all);
-    rules.push_back(rule);
-  }
-  out["rules"] = rules;
-  const DefaultCounters& d = engine.default_counters();
-  nlohmann::ordered_json malformed = nlohmann::ordered_json::object();
-  for (std::size_t e = 0; e < kParseErrors; ++e)
-    if (d.malformed[e] != 0) malformed[std::string(to_string(static_cast<ParseError>(e)))] = d.malformed[e];
-  out["default"] = {{"packets", d.packets}, {"bytes", d.bytes},     {"non_ip", d.non_ip},
-                    {"no_match", d.no_match}, {"malformed", malformed}, {"dropped", count(d.dropped_packets, d.dropped_bytes)}};
-  return out;
-}
-
-void print_table(const Engine& engine, std::ostream& out) {
-  const Policy& policy = engine.policy();
-  char line[256];
-  std::snprintf(line, sizeof line, "%-12s %-10s %10s %12s %11s %12s %9s %12s %9s\n", "rule", "profile", "green_pkts",
-                "green_bytes", "yellow_pkts", "yellow_bytes", "red_pkts", "red_bytes", "dropped");
-  out << line;
-  for (std::size_t r = 0; r < policy.rules.size(); ++r) {
-    const RuleCounters& c = engine.counters(r);
-    std::snprintf(line, sizeof line, "%-12s %-10s %10llu %12llu %11llu %12llu %9llu %12llu %9llu\n",
-                  policy.rules[r].name.c_str(), policy.rules[r].profile.c_str(),
-                  static_cast<unsigned long long>(c.packets[0]), static_cast<unsigned long long>(c.bytes[0]),
-                  static_cast<unsigned long long>(c.packets[1]), static_cast<unsigned long long>(c.bytes[1]),
-                  static_cast<unsigned long long>(c.packets[2]), static_cast<unsigned long long>(c.bytes[2]),
-                  static_cast<unsigned long long>(c.dropped_packets));
-    out << line;
-  }
-  const DefaultCounters& d = engine.default_counters();
-  std::uint64_t malformed = 0;
-  for (std::uint64_t m : d.malformed) malformed += m;
-  std::snprintf(line, sizeof line, "(default)    %llu packets, %llu bytes: %llu not IP, %llu matching no rule, %llu malformed; %llu dropped\n",
-                static_cast<unsigned long long>(d.packets), static_cast<unsigned long long>(d.bytes),
-                static_cast<unsigned long long>(d.non_ip), static_cast<unsigned long long>(d.no_match),
-                static_cast<unsigned long long>(malformed), static_cast<unsigned long long>(d.dropped_packets));
-  out << line;
-  for (std::size_t r = 0; r < policy.rules.size(); ++r) {
-    if (policy.rules[r].per_key.kind == KeyKind::none) continue;
-    const RuleCounters& c = engine.counters(r);
-    std::snprintf(line, sizeof line, "(keys)       %s: %zu live, %llu created, %llu renewed, %llu packets found the table full\n",
-                  policy.rules[r].name.c_str(), engine.live_keys(r), static_cast<unsigned long long>(c.keys_created),
-                  static_cast<unsigned long long>(c.keys_renewed), static_cast<unsigned long long>(c.table_full));
-    out << line;
-  }
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"tricolor-replay: run a tricolor policy over a pcap or pcapng capture, offline and deterministically"};
-  std::string policy_path, capture_path, out_path, csv_path, json_path, demo_dir;
+struct Options {
+  std::string policy_path, capture_path, out_path, csv_path, json_path, demo_dir, top_keys = "10";
   bool table = false, all_keys = false;
-  std::size_t top_keys = 10;
   std::uint64_t demo_seconds = 3, demo_seed = 1;
-  app.add_option("-p,--policy", policy_path, "policy file in the command language");
-  app.add_option("-i,--in", capture_path, "input capture (pcap or pcapng; the pcapng interface is the ingress port)");
-  app.add_option("-o,--out", out_path, "write the forwarded packets (remarked) as a nanosecond pcap");
-  app.add_option("--csv", csv_path, "write one line per packet: index,rule,key,in_color,out_color,action");
-  app.add_option("--json", json_path, "write the summary per rule as JSON");
-  app.add_option("--top-keys", top_keys, "per-key rules: list this many keys in the JSON, by red bytes (default 10)");
-  app.add_flag("--all-keys", all_keys, "per-key rules: list every live key in the JSON");
-  app.add_flag("--table", table, "print the per-rule table on stdout (the default when no output is asked for)");
-  app.add_option("--demo", demo_dir,
-                 "generate an example capture and policy into DIR, replay them with every output in DIR, print the table");
-  app.add_option("--demo-seconds", demo_seconds, "seconds of generated traffic for --demo")->check(CLI::Range(1, 600));
-  app.add_option("--demo-seed", demo_seed, "seed of the generated traffic for --demo");
-  CLI11_PARSE(app, argc, argv);
+};
 
-  if (!demo_dir.empty()) {
+int run(Options& o) {
+  if (!o.demo_dir.empty()) {
     std::error_code ec;
-    std::filesystem::create_directories(demo_dir, ec);
-    if (ec) fail("cannot create '" + demo_dir + "': " + ec.message());
-    policy_path = demo_dir + "/demo.policy";
-    capture_path = demo_dir + "/demo.pcap";
-    out_path = demo_dir + "/forwarded.pcap";
-    csv_path = demo_dir + "/packets.csv";
-    json_path = demo_dir + "/summary.json";
-    table = true;
-    if (auto ok = write_demo_policy(policy_path); !ok) fail(ok.error().message);
-    auto written = write_demo_capture(capture_path, demo_seconds, demo_seed);
+    std::filesystem::create_directories(o.demo_dir, ec);
+    if (ec) fail("cannot create '" + o.demo_dir + "': " + ec.message());
+    o.policy_path = o.demo_dir + "/demo.policy";
+    o.capture_path = o.demo_dir + "/demo.pcap";
+    o.out_path = o.demo_dir + "/forwarded.pcap";
+    o.csv_path = o.demo_dir + "/packets.csv";
+    o.json_path = o.demo_dir + "/summary.json";
+    o.table = true;
+    if (auto ok = write_demo_policy(o.policy_path); !ok) fail(ok.error().message);
+    auto written = write_demo_capture(o.capture_path, o.demo_seconds, o.demo_seed);
     if (!written) fail(written.error().message);
-    std::cout << "tricolor-replay --demo: " << *written << " packets over " << demo_seconds << " s in " << capture_path
-              << ", policy " << policy_path << "\n\n"
+    std::cout << "tricolor-replay --demo: " << *written << " packets over " << o.demo_seconds << " s in "
+              << o.capture_path << ", policy " << o.policy_path << "\n\n"
               << demo_policy() << "\n";
+    check_stdout();
   }
-  if (policy_path.empty() || capture_path.empty()) {
-    std::cerr << app.help() << "\ntricolor-replay: --policy and --in are required (or --demo DIR)\n";
-    return 1;
-  }
-  if (out_path.empty() && csv_path.empty() && json_path.empty()) table = true;
+  if (o.out_path.empty() && o.csv_path.empty() && o.json_path.empty()) o.table = true;
 
-  auto policy = control::load(read_file(policy_path, "policy"));
-  if (!policy) fail("policy '" + policy_path + "': " + policy.error().message);
-  auto reader = CaptureReader::open(capture_path);
+  // Before any output is opened (opening truncates): no output may be an input or another output.
+  std::vector<NamedFile> files = {{"--policy", o.policy_path, false}, {"--in", o.capture_path, false}};
+  if (!o.out_path.empty()) files.push_back({"--out", o.out_path, true});
+  if (!o.csv_path.empty()) files.push_back({"--csv", o.csv_path, true});
+  if (!o.json_path.empty()) files.push_back({"--json", o.json_path, true});
+  if (o.table) files.push_back({"standard output (the table)", "/dev/stdout", true});
+  if (auto conflict = same_file_conflict(files)) fail(*conflict);
+
+  const std::size_t top_keys = parse_top_keys(o.top_keys);
+  auto text = control::read_policy_file(o.policy_path);
+  if (!text) fail(text.error().message);
+  auto policy = control::load(*text);
+  if (!policy) fail("policy '" + o.policy_path + "': " + policy.error().message);
+  text = std::string();  // the policy is loaded: free its text
+  auto reader = CaptureReader::open(o.capture_path);
   if (!reader) fail(reader.error().message);
 
   std::unique_ptr<CaptureWriter> writer;
-  if (!out_path.empty()) {
-    auto opened = CaptureWriter::open(out_path);
+  if (!o.out_path.empty()) {
+    auto opened = CaptureWriter::open(o.out_path);
     if (!opened) fail(opened.error().message);
     writer = std::move(*opened);
   }
   std::ofstream csv;
-  if (!csv_path.empty()) {
-    csv.open(csv_path);
-    if (!csv) fail("cannot write '" + csv_path + "'");
+  if (!o.csv_path.empty()) {
+    csv.open(o.csv_path);
+    if (!csv) fail("cannot write '" + o.csv_path + "': " + std::strerror(errno));
     csv << "index,rule,key,in_color,out_color,action\n";
   }
 
@@ -249,7 +154,7 @@ int main(int argc, char** argv) {
   pending = more ? 1 : 0;
   const std::uint64_t start = more ? records[0].timestamp_ns : 0;
   auto engine = Engine::create(*policy, *policer::TickRate::make(kTicksPerSecond), start);
-  if (!engine) fail("policy '" + policy_path + "': " + engine.error().message);
+  if (!engine) fail("policy '" + o.policy_path + "': " + engine.error().message);
 
   std::uint64_t index = 0;
   PacketView views[kBurst];
@@ -283,21 +188,69 @@ int main(int argc, char** argv) {
 
   const bool truncated = (*reader)->truncated();
   if (truncated)
-    std::cerr << "tricolor-replay: '" << capture_path << "': reading stopped after " << index << " packets ("
+    std::cerr << "tricolor-replay: '" << o.capture_path << "': reading stopped after " << index << " packets ("
               << (*reader)->stop_reason() << "); the results cover what was read\n";
   if (writer) {
     if (auto closed = writer->close(); !closed) fail(closed.error().message);
   }
   if (csv.is_open()) {
+    errno = 0;
     csv.close();
-    if (!csv) fail("cannot write '" + csv_path + "'");
+    if (!csv) fail("cannot write '" + o.csv_path + "': " + std::strerror(errno != 0 ? errno : EIO));
   }
-  if (!json_path.empty()) {
-    std::ofstream json(json_path);
-    json << summary(**engine, index, truncated, top_keys, all_keys).dump(2) << '\n';
+  if (!o.json_path.empty()) {
+    std::ofstream json(o.json_path);
+    if (!json) fail("cannot write '" + o.json_path + "': " + std::strerror(errno));
+    write_summary_json(**engine, SummaryOptions{index, truncated, top_keys, o.all_keys}, json);
+    errno = 0;
     json.close();
-    if (!json) fail("cannot write '" + json_path + "'");
+    if (!json) fail("cannot write '" + o.json_path + "': " + std::strerror(errno != 0 ? errno : EIO));
   }
-  if (table) print_table(**engine, std::cout);
+  if (o.table) {
+    print_table(**engine, std::cout);
+    check_stdout();
+  }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tricolor-replay: run a tricolor policy over a pcap or pcapng capture, offline and deterministically"};
+  Options o;
+  auto* policy = app.add_option("-p,--policy", o.policy_path, "policy file in the command language");
+  auto* in = app.add_option("-i,--in", o.capture_path, "input capture (pcap or pcapng; the pcapng interface is the ingress port)");
+  auto* out = app.add_option("-o,--out", o.out_path, "write the forwarded packets (remarked) as a nanosecond pcap");
+  auto* csv = app.add_option("--csv", o.csv_path, "write one line per packet: index,rule,key,in_color,out_color,action");
+  auto* json = app.add_option("--json", o.json_path, "write the summary per rule as JSON");
+  app.add_option("--top-keys", o.top_keys, "per-key rules: list this many keys in the JSON, by red bytes (default 10)");
+  app.add_flag("--all-keys", o.all_keys, "per-key rules: list every live key in the JSON");
+  app.add_flag("--table", o.table, "print the per-rule table on stdout (the default when no output is asked for)");
+  app.add_option("--demo", o.demo_dir,
+                 "generate an example capture and policy into DIR, replay them with every output in DIR, print the table");
+  auto* seconds = app.add_option("--demo-seconds", o.demo_seconds, "seconds of generated traffic for --demo")->check(CLI::Range(1, 600));
+  auto* seed = app.add_option("--demo-seed", o.demo_seed, "seed of the generated traffic for --demo");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!o.demo_dir.empty()) {
+    // --demo chooses every file itself, in DIR: a file named beside it would be silently ignored.
+    for (const auto* option : {policy, in, out, csv, json})
+      if (option->count() != 0)
+        usage_error("--demo DIR writes its own policy, capture and outputs into DIR; it cannot be combined with " +
+                    option->get_name());
+  } else {
+    for (const auto* option : {seconds, seed})
+      if (option->count() != 0) usage_error(option->get_name() + " changes the traffic of --demo; it needs --demo DIR");
+    if (o.policy_path.empty() || o.capture_path.empty()) {
+      std::cerr << app.help() << "\n";
+      usage_error("--policy and --in are required (or --demo DIR)");
+    }
+  }
+  try {
+    return run(o);
+  } catch (const std::bad_alloc&) {
+    // Nothing here allocates in proportion to its input without a limit; if memory still runs out
+    // (a tight ulimit), say so rather than abort.
+    fail("out of memory (is the process limited by ulimit -v?)");
+  }
 }
