@@ -1,8 +1,7 @@
 #include "dataplane/replay_report.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -13,8 +12,8 @@
 namespace tricolor::dataplane {
 namespace {
 
-// JSON written as it goes, laid out as nlohmann's dump(2) lays out a document (two spaces a level).
-// Values are rendered by nlohmann (escaping included); only the structure is ours.
+// JSON written as it goes, laid out as nlohmann's dump(2) lays out a document (two spaces a level):
+// numbers, booleans and strings, which is all a summary holds.
 class JsonWriter {
  public:
   explicit JsonWriter(std::ostream& out) : out_(out) {}
@@ -33,11 +32,22 @@ class JsonWriter {
     out_ << level.closer;
     if (levels_.empty()) out_ << '\n';
   }
-  template <class T>
-  void field(std::string_view name, const T& value) {
+  void field(std::string_view name, std::uint64_t value) {
     key(name);
     separate();  // ends the key
-    out_ << nlohmann::json(value).dump();
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+    out_.write(digits, end - digits);
+  }
+  void boolean(std::string_view name, bool value) {  // not an overload: a pointer would become a bool
+    key(name);
+    separate();
+    out_ << (value ? "true" : "false");
+  }
+  void field(std::string_view name, std::string_view value) {
+    key(name);
+    separate();
+    string(value);
   }
 
  private:
@@ -53,8 +63,26 @@ class JsonWriter {
   }
   void key(std::string_view name) {
     separate();
-    out_ << nlohmann::json(name).dump() << ": ";
+    string(name);
+    out_ << ": ";
     after_key_ = true;
+  }
+  // A JSON string: quotes, backslashes and control characters escaped (RFC 8259); other bytes as they
+  // are (names and keys are ASCII).
+  void string(std::string_view text) {
+    out_ << '"';
+    for (const char c : text) {
+      if (c == '"' || c == '\\') {
+        out_ << '\\' << c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        char escaped[8];
+        std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+        out_ << escaped;
+      } else {
+        out_ << c;
+      }
+    }
+    out_ << '"';
   }
   // Before an element: a comma after the previous one, a new line, the indentation; nothing between a
   // key and its value.
@@ -69,9 +97,9 @@ class JsonWriter {
     level.empty = false;
     indent();
   }
-  void indent() {
-    for (std::size_t i = 0; i < levels_.size(); ++i) out_ << "  ";
-  }
+  void indent() { out_ << std::string_view(kSpaces).substr(0, std::min(2 * levels_.size(), kSpaces.size())); }
+
+  static constexpr std::string_view kSpaces = "                    ";  // 10 levels: deeper than we go
 
   std::ostream& out_;
   std::vector<Level> levels_;
@@ -131,7 +159,7 @@ void write_keys(JsonWriter& json, const Engine& engine, std::size_t rule, std::s
   json.begin_array(all ? "all" : "top_by_red_bytes");
   for (const Item& item : items) {
     json.begin_object();
-    json.field("key", key_text(per, item.key));
+    json.field("key", std::string_view(key_text(per, item.key)));
     write_colors(json, item.counters.packets, item.counters.bytes);
     json.end();
   }
@@ -146,7 +174,7 @@ void write_summary_json(const Engine& engine, const SummaryOptions& options, std
   json.begin_object();
   json.begin_object("capture");
   json.field("packets", options.records);
-  json.field("truncated", options.truncated);
+  json.boolean("truncated", options.truncated);
   json.end();
 
   json.begin_array("rules");
