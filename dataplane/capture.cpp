@@ -806,8 +806,15 @@ class PcapWriter final : public CaptureWriter {
       return;
     }
     pcap_pkthdr header{};
-    // pcap holds 32-bit seconds: times from 2106 on wrap around.
-    header.ts.tv_sec = static_cast<time_t>((record.timestamp_ns / kNanosecondsPerSecond) & kPcapSecondsMask);
+    // pcap holds 32-bit seconds: times from 2106 on wrap around, and are counted for the caller to warn.
+    const std::uint64_t seconds = record.timestamp_ns / kNanosecondsPerSecond;
+    if (seconds > kPcapSecondsMask) {
+      if (out_of_range_.count == 0) {
+        out_of_range_.first_ns = record.timestamp_ns;
+      }
+      ++out_of_range_.count;
+    }
+    header.ts.tv_sec = static_cast<time_t>(seconds & kPcapSecondsMask);
     header.ts.tv_usec = static_cast<suseconds_t>(record.timestamp_ns % kNanosecondsPerSecond);
     // Longer frames are cut to the snapshot length so that libpcap can read the file back, and the
     // wire length is never below the captured length.
@@ -819,6 +826,8 @@ class PcapWriter final : public CaptureWriter {
       write_errno_ = errno != 0 ? errno : EIO;
     }
   }
+
+  OutOfRangeTimestamps out_of_range_timestamps() const override { return out_of_range_; }
 
   Expected<bool> close() override {
     if (dumper_ == nullptr) {
@@ -844,6 +853,7 @@ class PcapWriter final : public CaptureWriter {
   PcapPtr dead_;
   pcap_dumper_t* dumper_;
   int write_errno_ = 0;
+  OutOfRangeTimestamps out_of_range_;
 };
 
 }  // namespace

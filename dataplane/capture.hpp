@@ -50,6 +50,16 @@ class CaptureWriter {
   virtual ~CaptureWriter() = default;
   static Expected<std::unique_ptr<CaptureWriter>> open(const std::string& path);
   virtual void write(const CaptureRecord& record) = 0;
+
+  // pcap's seconds are unsigned 32 bits: a record from 2106-02-07 06:28:16 UTC on is still written, with
+  // its seconds modulo 2^32 (so it reads back as 136 years earlier), and counted here so that the caller
+  // can warn. `first_ns` is the first such record's timestamp (ns since the epoch), 0 while count is 0.
+  struct OutOfRangeTimestamps {
+    std::uint64_t count = 0;
+    std::uint64_t first_ns = 0;
+  };
+  virtual OutOfRangeTimestamps out_of_range_timestamps() const = 0;
+
   // Flushes and closes; false (with the reason) if the data could not be written.
   virtual Expected<bool> close() = 0;
 };
