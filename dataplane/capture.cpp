@@ -6,6 +6,9 @@
 // - A record never has more captured bytes than its wire length: a record claiming fewer bytes on the
 //   wire than were captured from it gets wire_length = data.size() (a frame cannot be shorter on the
 //   wire than what was captured of it).
+// - A record never holds an FCS: when the capture declares one (pcap: the FCS bits of the link-type word;
+//   pcapng: if_fcslen, or the FCS length in a packet's epb_flags), its bytes are removed from the end of
+//   the frame, after the rule above, so that L2 lengths and the frames written out exclude it.
 // - next() returns false at the first record or block that is cut short, malformed or unsupported (a
 //   pcapng interface that is not Ethernet after the first packet), and truncated() then says true; a
 //   capture that ends cleanly between records ends with truncated() false.
@@ -23,6 +26,8 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <span>
+#include <string_view>
 #include <utility>
 
 namespace tricolor::dataplane {
@@ -37,7 +42,10 @@ constexpr std::uint32_t kPcapngByteOrderMagic = 0x1a2b3c4d;
 constexpr std::size_t kMagicLength = 4;
 constexpr std::size_t kPcapFileHeaderLength = 24;
 constexpr std::size_t kPcapLinkTypeOffset = 20;
-constexpr std::uint32_t kPcapLinkTypeMask = 0x03ffffff;  // the upper bits carry FCS information
+// The link-type word's top 6 bits carry the FCS length (see pcap_datalink_ext below); libpcap 1.10 takes
+// the rest, reserved bits included, as the link type, and so does the error naming it.
+constexpr std::uint32_t kPcapLinkTypeMask = 0x03ffffff;
+constexpr std::uint32_t kPcapFcsUnitBytes = 2;  // the FCS length is in 16-bit words
 
 constexpr std::uint32_t kLinkTypeEthernet = 1;  // LINKTYPE_ETHERNET, DLT_EN10MB
 
@@ -65,12 +73,21 @@ constexpr std::size_t kMaxInterfaces = 65536;
 constexpr std::uint16_t kOptionEndOfOptions = 0;
 constexpr std::uint16_t kOptionTimestampResolution = 9;  // if_tsresol
 constexpr std::uint16_t kOptionTimestampOffset = 14;     // if_tsoffset
+constexpr std::uint16_t kOptionFcsLength = 13;           // if_fcslen
 constexpr std::uint16_t kOptionHeaderLength = 4;
 constexpr std::uint16_t kTimestampResolutionLength = 1;
 constexpr std::uint16_t kTimestampOffsetLength = 8;
+constexpr std::uint16_t kFcsLengthLength = 1;
 constexpr std::uint8_t kBinaryResolutionFlag = 0x80;
 constexpr std::uint8_t kResolutionExponentMask = 0x7f;
 constexpr std::uint8_t kDefaultDecimalExponent = 6;  // microseconds
+
+// Enhanced packet block options: epb_flags, whose bits 5-8 are the packet's FCS length in octets (0: not
+// given, the interface's if_fcslen applies).
+constexpr std::uint16_t kOptionPacketFlags = 2;
+constexpr std::uint16_t kPacketFlagsLength = 4;
+constexpr unsigned kPacketFlagsFcsShift = 5;
+constexpr std::uint32_t kPacketFlagsFcsMask = 0xf;
 
 constexpr std::uint64_t kNanosecondsPerSecond = 1'000'000'000;
 constexpr std::uint64_t kNanosecondsPerMicrosecond = 1'000;
@@ -155,6 +172,22 @@ struct ByteOrder {
   }
 };
 
+// A frame's lengths once the FCS the capture declares is removed. The FCS is the last `fcs_length` bytes
+// of the frame on the wire, so the wire length loses them and the captured bytes are cut to the new wire
+// length; a record snapped before the FCS keeps all its bytes. A record no longer than the FCS (a runt,
+// or a corrupt length) becomes an empty frame of wire length 0 rather than ending the capture: it stays
+// one record, which the engine counts as malformed (shorter than an Ethernet header). `wire_length` is
+// at least `captured` here.
+struct FrameLengths {
+  std::uint32_t wire_length;
+  std::uint32_t captured;
+};
+
+FrameLengths without_fcs(std::uint32_t wire_length, std::uint32_t captured, std::uint32_t fcs_length) {
+  const std::uint32_t wire = wire_length - std::min(wire_length, fcs_length);
+  return {wire, std::min(captured, wire)};
+}
+
 // The stream a reader reads from, with what must outlive it: the bytes behind fmemopen and the stdio
 // buffer. Members are destroyed in reverse order, so the FILE goes first.
 struct Input {
@@ -200,8 +233,11 @@ Expected<Input> open_memory(std::vector<std::uint8_t> bytes, const std::string& 
 
 class PcapReader final : public CaptureReader {
  public:
-  PcapReader(Input input, PcapPtr pcap, bool nanosecond_file)
-      : input_(std::move(input)), pcap_(std::move(pcap)), nanosecond_file_(nanosecond_file) {}
+  PcapReader(Input input, PcapPtr pcap, bool nanosecond_file, std::uint32_t fcs_length)
+      : input_(std::move(input)),
+        pcap_(std::move(pcap)),
+        nanosecond_file_(nanosecond_file),
+        fcs_length_(fcs_length) {}
 
   bool next(CaptureRecord& record) override {
     if (stopped_) {
@@ -228,8 +264,9 @@ class PcapReader final : public CaptureReader {
                                                        static_cast<long>(kNanosecondsPerMicrosecond))} *
                   kNanosecondsPerMicrosecond;
     record.timestamp_ns = seconds * kNanosecondsPerSecond + fraction_ns;
-    record.data.assign(data, data + header->caplen);
-    record.wire_length = std::max(header->len, header->caplen);
+    const FrameLengths lengths = without_fcs(std::max(header->len, header->caplen), header->caplen, fcs_length_);
+    record.data.assign(data, data + lengths.captured);
+    record.wire_length = lengths.wire_length;
     record.interface = 0;
     return true;
   }
@@ -242,6 +279,7 @@ class PcapReader final : public CaptureReader {
   Input input_;  // its FILE is owned by pcap_ (pcap_close closes it); the rest must outlive pcap_
   PcapPtr pcap_;
   bool nanosecond_file_;
+  std::uint32_t fcs_length_;  // bytes at the end of every frame
   bool stopped_ = false;
   bool truncated_ = false;
   std::string stop_reason_;
@@ -272,8 +310,13 @@ Expected<std::unique_ptr<CaptureReader>> open_pcap(Input input, const std::strin
     }
     return capture_error(name, describe_link_type(link_type, dlt));
   }
+  // pcap_datalink_ext is the link-type word's upper half, as libpcap read it in the file's byte order;
+  // without the "present" bit the FCS length is unknown, and LINKTYPE_ETHERNET frames have none.
+  const auto extension = static_cast<std::uint32_t>(pcap_datalink_ext(pcap));
+  const std::uint32_t fcs_length =
+      LT_FCS_LENGTH_PRESENT(extension) != 0 ? LT_FCS_LENGTH(extension) * kPcapFcsUnitBytes : 0;
   return std::unique_ptr<CaptureReader>(
-      std::make_unique<PcapReader>(std::move(input), std::move(owned), nanosecond_file));
+      std::make_unique<PcapReader>(std::move(input), std::move(owned), nanosecond_file, fcs_length));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -285,6 +328,7 @@ struct Interface {
   bool binary_resolution = false;  // ticks of 2^-exponent s, else 10^-exponent s
   std::uint8_t resolution_exponent = kDefaultDecimalExponent;
   std::int64_t offset_seconds = 0;
+  std::uint8_t fcs_length = 0;  // if_fcslen: octets at the end of every frame, unless epb_flags says
 };
 
 constexpr std::uint64_t power_of_ten(unsigned exponent) {
@@ -317,8 +361,38 @@ std::optional<std::uint64_t> interface_time_ns(std::uint64_t ticks, const Interf
   return static_cast<std::uint64_t>(total);
 }
 
-std::uint32_t padded_to_block_alignment(std::uint16_t length) {
+std::uint32_t padded_to_block_alignment(std::uint32_t length) {  // at most a block's length: no overflow
   return (length + kBlockAlignment - 1) / kBlockAlignment * kBlockAlignment;
+}
+
+// Walks a block's options (`options`: what follows the block's fixed fields, up to its trailer) until
+// opt_endofopt or the end (opt_endofopt may be left out when the options fill the block), handing each
+// to take(code, value). Returns why they are malformed, which makes the block bad: an option running past
+// the block, or what take() refuses (an option we use whose length is wrong).
+template <typename Take>
+std::optional<std::string> walk_options(std::span<const std::uint8_t> options, const ByteOrder& order,
+                                        std::string_view block_kind, Take&& take) {
+  std::size_t at = 0;
+  while (options.size() - at >= kOptionHeaderLength) {
+    const std::uint16_t code = order.u16(options.data() + at);
+    const std::uint16_t value_length = order.u16(options.data() + at + 2);
+    if (code == kOptionEndOfOptions) {
+      break;
+    }
+    const std::size_t value_at = at + kOptionHeaderLength;
+    if (padded_to_block_alignment(value_length) > options.size() - value_at) {
+      return std::string(block_kind) + " option " + std::to_string(code) + " runs past the end of its block";
+    }
+    if (std::optional<std::string> refused = take(code, options.subspan(value_at, value_length))) {
+      return refused;
+    }
+    at = value_at + padded_to_block_alignment(value_length);
+  }
+  return std::nullopt;
+}
+
+std::string wrong_option_length(std::string_view option, std::size_t length, std::size_t expected) {
+  return std::string(option) + " option of " + std::to_string(length) + " bytes, not " + std::to_string(expected);
 }
 
 class PcapngReader final : public CaptureReader {
@@ -467,31 +541,38 @@ class PcapngReader final : public CaptureReader {
     Interface interface;
     interface.link_type = order_.u16(block_.data());
     interface.snap_length = order_.u32(block_.data() + 4);
-    const std::uint8_t* option = block_.data() + kInterfaceDescriptionFieldsLength;
-    const std::uint8_t* const options_end = block_.data() + block_.size() - kBlockTrailerLength;
-    while (options_end - option >= kOptionHeaderLength) {
-      const std::uint16_t code = order_.u16(option);
-      const std::uint16_t value_length = order_.u16(option + 2);
-      const std::uint8_t* value = option + kOptionHeaderLength;
-      if (code == kOptionEndOfOptions) {
-        break;
+    const std::span<const std::uint8_t> options(block_.data() + kInterfaceDescriptionFieldsLength,
+                                                block_.size() - kInterfaceDescriptionFieldsLength - kBlockTrailerLength);
+    const auto take = [&](std::uint16_t code, std::span<const std::uint8_t> value) -> std::optional<std::string> {
+      switch (code) {
+        case kOptionTimestampResolution:
+          if (value.size() != kTimestampResolutionLength) {
+            return wrong_option_length("if_tsresol", value.size(), kTimestampResolutionLength);
+          }
+          interface.binary_resolution = (value[0] & kBinaryResolutionFlag) != 0;
+          interface.resolution_exponent = value[0] & kResolutionExponentMask;
+          break;
+        case kOptionTimestampOffset:
+          if (value.size() != kTimestampOffsetLength) {
+            return wrong_option_length("if_tsoffset", value.size(), kTimestampOffsetLength);
+          }
+          interface.offset_seconds = static_cast<std::int64_t>(order_.u64(value.data()));
+          break;
+        case kOptionFcsLength:
+          // In octets, as Wireshark reads it and as the specification's example ('4') has it; its
+          // text says bits, which no known writer follows.
+          if (value.size() != kFcsLengthLength) {
+            return wrong_option_length("if_fcslen", value.size(), kFcsLengthLength);
+          }
+          interface.fcs_length = value[0];
+          break;
+        default:
+          break;  // of no use to us
       }
-      if (padded_to_block_alignment(value_length) > static_cast<std::uint32_t>(options_end - value)) {
-        return bad("interface option " + std::to_string(code) + " runs past the end of its block");
-      }
-      if (code == kOptionTimestampResolution) {
-        if (value_length != kTimestampResolutionLength) {
-          return bad("if_tsresol option of " + std::to_string(value_length) + " bytes, not 1");
-        }
-        interface.binary_resolution = (value[0] & kBinaryResolutionFlag) != 0;
-        interface.resolution_exponent = value[0] & kResolutionExponentMask;
-      } else if (code == kOptionTimestampOffset) {
-        if (value_length != kTimestampOffsetLength) {
-          return bad("if_tsoffset option of " + std::to_string(value_length) + " bytes, not 8");
-        }
-        interface.offset_seconds = static_cast<std::int64_t>(order_.u64(value));
-      }
-      option = value + padded_to_block_alignment(value_length);
+      return std::nullopt;
+    };
+    if (std::optional<std::string> malformed = walk_options(options, order_, "interface", take)) {
+      return bad(std::move(*malformed));
     }
     interfaces_.push_back(interface);
     if (interface.link_type != kLinkTypeEthernet) {
@@ -527,14 +608,35 @@ class PcapngReader final : public CaptureReader {
     if (!timestamp) {
       return bad("enhanced packet block timestamp is before 1970 or after 2554");
     }
-    record.timestamp_ns = *timestamp;
-    record.wire_length = std::max(original, captured);
-    record.interface = static_cast<std::uint16_t>(interface_id);
+    // The data, padded to 4 bytes, then the options, which fill the rest of the block (room is a
+    // multiple of 4, so the padded data fits in it).
+    const std::uint32_t padded_data = padded_to_block_alignment(captured);
     record.data.resize(captured);
-    // Padding and options follow the data; we use neither.
-    if (!read_exact(record.data.data(), captured) || !skip(room - captured) || !trailer_matches(length)) {
+    block_.resize(room - padded_data);
+    if (!read_exact(record.data.data(), captured) || !skip(padded_data - captured) ||
+        !read_exact(block_.data(), block_.size()) || !trailer_matches(length)) {
       return bad("cut short in an enhanced packet block");
     }
+    std::uint32_t packet_fcs_length = 0;  // not given
+    const auto take = [&](std::uint16_t code, std::span<const std::uint8_t> value) -> std::optional<std::string> {
+      if (code == kOptionPacketFlags) {
+        if (value.size() != kPacketFlagsLength) {
+          return wrong_option_length("epb_flags", value.size(), kPacketFlagsLength);
+        }
+        packet_fcs_length = (order_.u32(value.data()) >> kPacketFlagsFcsShift) & kPacketFlagsFcsMask;
+      }
+      return std::nullopt;
+    };
+    if (std::optional<std::string> malformed = walk_options(block_, order_, "enhanced packet", take)) {
+      return bad(std::move(*malformed));
+    }
+    const std::uint32_t fcs_length =
+        packet_fcs_length != 0 ? packet_fcs_length : interfaces_[interface_id].fcs_length;
+    const FrameLengths lengths = without_fcs(std::max(original, captured), captured, fcs_length);
+    record.timestamp_ns = *timestamp;
+    record.wire_length = lengths.wire_length;
+    record.interface = static_cast<std::uint16_t>(interface_id);
+    record.data.resize(lengths.captured);
     return Block::packet;
   }
 
@@ -557,13 +659,15 @@ class PcapngReader final : public CaptureReader {
     if (interfaces_[0].snap_length != 0) {
       captured = std::min(captured, interfaces_[0].snap_length);
     }
-    record.timestamp_ns = 0;  // a simple packet block has no timestamp
-    record.wire_length = original;
-    record.interface = 0;
     record.data.resize(captured);
     if (!read_exact(record.data.data(), captured) || !skip(room - captured) || !trailer_matches(length)) {
       return bad("cut short in a simple packet block");
     }
+    const FrameLengths lengths = without_fcs(original, captured, interfaces_[0].fcs_length);
+    record.timestamp_ns = 0;  // a simple packet block has no timestamp
+    record.wire_length = lengths.wire_length;
+    record.interface = 0;
+    record.data.resize(lengths.captured);
     return Block::packet;
   }
 
@@ -636,7 +740,7 @@ class PcapngReader final : public CaptureReader {
   Input input_;
   ByteOrder order_;
   std::vector<Interface> interfaces_;
-  std::vector<std::uint8_t> block_;  // body of the interface description being parsed
+  std::vector<std::uint8_t> block_;  // an interface description's body, or a packet's options
   CaptureRecord pending_;            // the first packet, read by start()
   bool has_pending_ = false;
   bool stopped_ = false;
@@ -702,8 +806,15 @@ class PcapWriter final : public CaptureWriter {
       return;
     }
     pcap_pkthdr header{};
-    // pcap holds 32-bit seconds: times from 2106 on wrap around.
-    header.ts.tv_sec = static_cast<time_t>((record.timestamp_ns / kNanosecondsPerSecond) & kPcapSecondsMask);
+    // pcap holds 32-bit seconds: times from 2106 on wrap around, and are counted for the caller to warn.
+    const std::uint64_t seconds = record.timestamp_ns / kNanosecondsPerSecond;
+    if (seconds > kPcapSecondsMask) {
+      if (out_of_range_.count == 0) {
+        out_of_range_.first_ns = record.timestamp_ns;
+      }
+      ++out_of_range_.count;
+    }
+    header.ts.tv_sec = static_cast<time_t>(seconds & kPcapSecondsMask);
     header.ts.tv_usec = static_cast<suseconds_t>(record.timestamp_ns % kNanosecondsPerSecond);
     // Longer frames are cut to the snapshot length so that libpcap can read the file back, and the
     // wire length is never below the captured length.
@@ -715,6 +826,8 @@ class PcapWriter final : public CaptureWriter {
       write_errno_ = errno != 0 ? errno : EIO;
     }
   }
+
+  OutOfRangeTimestamps out_of_range_timestamps() const override { return out_of_range_; }
 
   Expected<bool> close() override {
     if (dumper_ == nullptr) {
@@ -740,6 +853,7 @@ class PcapWriter final : public CaptureWriter {
   PcapPtr dead_;
   pcap_dumper_t* dumper_;
   int write_errno_ = 0;
+  OutOfRangeTimestamps out_of_range_;
 };
 
 }  // namespace

@@ -1,8 +1,12 @@
 #pragma once
 // Reading and writing captures: pcap (microsecond and nanosecond, either byte order) through libpcap,
-// and pcapng (section header, interface description, enhanced and simple packet blocks; if_tsresol)
-// read by our own code so that each packet's interface id is known (libpcap does not expose it).
-// Only Ethernet link types are accepted.
+// and pcapng (section header, interface description, enhanced and simple packet blocks; if_tsresol,
+// if_tsoffset, if_fcslen, epb_flags) read by our own code so that each packet's interface id is known
+// (libpcap does not expose it). Only Ethernet link types are accepted.
+// Records never hold an FCS: one the capture declares (pcap: the FCS length in the link-type word;
+// pcapng: if_fcslen, or a packet's epb_flags) is removed from the end of each frame, so that data and
+// wire_length are the frame without FCS, as L2 lengths count it. A frame no longer than its FCS becomes
+// an empty record of wire length 0.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,7 +18,7 @@ namespace tricolor::dataplane {
 
 struct CaptureRecord {
   std::uint64_t timestamp_ns = 0;   // since the epoch
-  std::uint32_t wire_length = 0;    // original length on the wire
+  std::uint32_t wire_length = 0;    // original length on the wire, without FCS
   std::uint16_t interface = 0;      // pcapng interface id; 0 for pcap
   std::vector<std::uint8_t> data;   // captured bytes (possibly fewer than wire_length)
 };
@@ -40,12 +44,22 @@ class CaptureReader {
   virtual CaptureFormat format() const = 0;
 };
 
-// Writes a nanosecond-resolution pcap of Ethernet frames.
+// Writes a nanosecond-resolution pcap of Ethernet frames (without FCS, link type 1).
 class CaptureWriter {
  public:
   virtual ~CaptureWriter() = default;
   static Expected<std::unique_ptr<CaptureWriter>> open(const std::string& path);
   virtual void write(const CaptureRecord& record) = 0;
+
+  // pcap's seconds are unsigned 32 bits: a record from 2106-02-07 06:28:16 UTC on is still written, with
+  // its seconds modulo 2^32 (so it reads back as 136 years earlier), and counted here so that the caller
+  // can warn. `first_ns` is the first such record's timestamp (ns since the epoch), 0 while count is 0.
+  struct OutOfRangeTimestamps {
+    std::uint64_t count = 0;
+    std::uint64_t first_ns = 0;
+  };
+  virtual OutOfRangeTimestamps out_of_range_timestamps() const = 0;
+
   // Flushes and closes; false (with the reason) if the data could not be written.
   virtual Expected<bool> close() = 0;
 };

@@ -65,6 +65,15 @@ inline Bytes frame(std::size_t length, std::uint8_t seed) {
   return data;
 }
 
+// What a reader returns for a frame whose last `fcs` bytes on the wire are an FCS the capture declares:
+// the frame without them (wire length floored at 0, captured bytes cut to it).
+inline void remove_fcs(CaptureRecord& expected, std::uint32_t fcs) {
+  expected.wire_length = expected.wire_length > fcs ? expected.wire_length - fcs : 0;
+  if (expected.data.size() > expected.wire_length) {
+    expected.data.resize(expected.wire_length);
+  }
+}
+
 // What a test expects of a capture: its bytes, the records a reader returns, and for each offset where a
 // cut leaves a whole capture (the end of the file header or of a record/block), how many records come
 // before it.
@@ -81,11 +90,19 @@ constexpr std::uint32_t kPcapNanoMagic = 0xa1b23c4d;
 constexpr std::uint32_t kEthernet = 1;
 constexpr std::uint32_t kRawIp = 101;
 
+// pcap's link-type word: the FCS length (16-bit words) in bits 28-31, "present" in bit 26.
+constexpr std::uint32_t kPcapFcsPresent = 0x04000000;
+constexpr std::uint32_t with_fcs(std::uint32_t link_type, std::uint32_t fcs_bytes) {
+  return link_type | (fcs_bytes / 2) << 28 | kPcapFcsPresent;
+}
+
 class PcapBuilder {
  public:
   PcapBuilder(bool nanosecond, bool big_endian, std::uint32_t link_type = kEthernet,
               std::uint32_t snap_length = 65535, std::uint16_t minor_version = 4)
-      : nanosecond_(nanosecond), out_(big_endian) {
+      : nanosecond_(nanosecond),
+        fcs_length_((link_type & kPcapFcsPresent) != 0 ? (link_type >> 28) * 2 : 0),
+        out_(big_endian) {
     out_.u32(nanosecond ? kPcapNanoMagic : kPcapMicroMagic);
     out_.u16(2);
     out_.u16(minor_version);
@@ -111,6 +128,7 @@ class PcapBuilder {
     expected.wire_length = wire_length < data.size() ? static_cast<std::uint32_t>(data.size()) : wire_length;
     expected.interface = 0;
     expected.data = data;
+    remove_fcs(expected, fcs_length_);
     capture_.records.push_back(expected);
     capture_.clean_cuts.emplace_back(out_.size(), capture_.records.size());
     return *this;
@@ -124,6 +142,7 @@ class PcapBuilder {
 
  private:
   bool nanosecond_;
+  std::uint32_t fcs_length_;  // from the link-type word, for the expected records
   ByteWriter out_;
   TestCapture capture_;
 };
@@ -138,6 +157,9 @@ class PcapngBuilder {
   static constexpr std::uint16_t kTsresol = 9;
   static constexpr std::uint16_t kTsoffset = 14;
   static constexpr std::uint16_t kComment = 1;
+  static constexpr std::uint16_t kFcslen = 13;
+  static constexpr std::uint16_t kPacketFlags = 2;
+  static constexpr std::uint16_t kPacketHash = 3;
 
   struct Option {
     std::uint16_t code;
@@ -154,6 +176,7 @@ class PcapngBuilder {
     body.u64(~std::uint64_t{0});  // section length unknown
     write_options(body, options);
     append_block(kSectionHeader, body);
+    interface_fcs_.clear();
     if (capture_.header_length == 0) {
       capture_.header_length = bytes_.size();
     }
@@ -168,6 +191,15 @@ class PcapngBuilder {
     return Option{kTsoffset, value.bytes()};
   }
   static Option comment(const std::string& text) { return Option{kComment, Bytes(text.begin(), text.end())}; }
+  // if_fcslen (octets) for interfaces; epb_flags for enhanced packets, whose bits 5-8 are the packet's
+  // FCS length in octets and bits 0-1 its direction.
+  static Option fcslen(std::uint8_t octets) { return Option{kFcslen, Bytes{octets}}; }
+  Option packet_flags(std::uint32_t fcs_octets, std::uint32_t direction = 0) const {
+    ByteWriter value(big_endian_);
+    value.u32(fcs_octets << 5 | direction);
+    return Option{kPacketFlags, value.bytes()};
+  }
+  static Option packet_hash(const Bytes& value) { return Option{kPacketHash, value}; }
 
   PcapngBuilder& interface(std::uint32_t link_type = kEthernet, std::uint32_t snap_length = 0,
                            std::vector<Option> options = {}) {
@@ -177,6 +209,13 @@ class PcapngBuilder {
     body.u32(snap_length);
     write_options(body, options);
     append_block(kInterfaceDescription, body);
+    std::uint32_t fcs = 0;
+    for (const Option& option : options) {
+      if (option.code == kFcslen) {
+        fcs = option.value.at(0);
+      }
+    }
+    interface_fcs_.push_back(fcs);
     return *this;
   }
 
@@ -198,6 +237,19 @@ class PcapngBuilder {
     expected.wire_length = wire_length < data.size() ? static_cast<std::uint32_t>(data.size()) : wire_length;
     expected.interface = static_cast<std::uint16_t>(interface_id);
     expected.data = data;
+    std::uint32_t fcs = interface_fcs(interface_id);
+    for (const Option& option : options) {
+      if (option.code == kPacketFlags && option.value.size() == 4) {
+        std::uint32_t flags = 0;
+        for (int i = 0; i < 4; ++i) {
+          flags = flags << 8 | option.value[static_cast<std::size_t>(big_endian_ ? i : 3 - i)];
+        }
+        if (const std::uint32_t packet_fcs = flags >> 5 & 0xf; packet_fcs != 0) {
+          fcs = packet_fcs;  // overrides if_fcslen
+        }
+      }
+    }
+    remove_fcs(expected, fcs);
     capture_.records.push_back(expected);
     append_block(kEnhancedPacket, body);
     return *this;
@@ -216,6 +268,7 @@ class PcapngBuilder {
     expected.interface = 0;
     expected.data.assign(block_data.begin(),
                          block_data.begin() + static_cast<std::ptrdiff_t>(expected_captured));
+    remove_fcs(expected, interface_fcs(0));
     capture_.records.push_back(expected);
     append_block(kSimplePacket, body);
     return *this;
@@ -240,6 +293,10 @@ class PcapngBuilder {
   }
 
  private:
+  std::uint32_t interface_fcs(std::uint32_t interface_id) const {
+    return interface_id < interface_fcs_.size() ? interface_fcs_[interface_id] : 0;
+  }
+
   void write_options(ByteWriter& body, const std::vector<Option>& options) const {
     if (options.empty()) {
       return;
@@ -266,6 +323,7 @@ class PcapngBuilder {
   }
 
   bool big_endian_ = false;
+  std::vector<std::uint32_t> interface_fcs_;  // the section's interfaces' if_fcslen, for expected records
   Bytes bytes_;
   TestCapture capture_;
 };

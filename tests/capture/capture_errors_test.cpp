@@ -76,6 +76,24 @@ TEST(CaptureOpen, PcapThatIsNotEthernet) {
   expect_refused(linux_cooked.finish("sll").bytes, "link type 113 (LINUX_SLL) is not Ethernet");
 }
 
+TEST(CaptureOpen, PcapThatIsNotEthernetWithFcsBits) {
+  // The FCS bits of the link-type word do not make a type Ethernet, and the error names the type
+  // without them.
+  for (const bool big_endian : {false, true}) {
+    for (const std::uint32_t word : {with_fcs(kRawIp, 4), with_fcs(kRawIp, 30), with_fcs(kRawIp, 0),
+                                     kRawIp | 0x20000000}) {
+      SCOPED_TRACE(word);
+      PcapBuilder pcap(true, big_endian, word);
+      pcap.record(1, 2, frame(20, 1), 20);
+      expect_refused(pcap.finish("raw").bytes,
+                     ": link type 101 (RAW) is not Ethernet (link type 1); only Ethernet "
+                     "captures are supported");
+    }
+    PcapBuilder linux_cooked(false, big_endian, with_fcs(113, 4));
+    expect_refused(linux_cooked.finish("sll").bytes, ": link type 113 (LINUX_SLL) is not Ethernet");
+  }
+}
+
 TEST(CaptureOpen, PcapngInterfaceThatIsNotEthernet) {
   for (const bool big_endian : {false, true}) {
     PcapngBuilder pcapng;

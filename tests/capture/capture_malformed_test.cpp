@@ -75,6 +75,15 @@ void expect_stop(const Bytes& bytes, std::size_t records, bool truncated = true)
   EXPECT_EQ(file_result.truncated, truncated);
 }
 
+// Like expect_stop, and the reason reading stopped says `reason`.
+void expect_stop_saying(const Bytes& bytes, std::size_t records, const std::string& reason) {
+  expect_stop(bytes, records);
+  auto reader = CaptureReader::open_bytes(bytes, "malformed");
+  ASSERT_TRUE(reader);
+  read_all(**reader);
+  EXPECT_TRUE(contains((*reader)->stop_reason(), reason)) << (*reader)->stop_reason();
+}
+
 class Malformed : public ::testing::TestWithParam<bool> {
  protected:
   bool big_endian() const { return GetParam(); }
@@ -89,6 +98,19 @@ class Malformed : public ::testing::TestWithParam<bool> {
                  enhanced_body(big_endian(), interface_id, ticks, captured, original, data_bytes), length);
   }
   Bytes good_packet() const { return packet(92, 0, 1, 60, 60, 60); }
+  // A packet of 60 bytes on interface 0 whose options are `options`, laid out by hand.
+  Bytes packet_with_options(const ByteWriter& options) const {
+    const Bytes body = concat(enhanced_body(big_endian(), 0, 1, 60, 60, 60), options.bytes());
+    const auto length = 12 + static_cast<std::uint32_t>(body.size());
+    return block(kEnhancedPacket, length, body, length);
+  }
+  // An Ethernet interface whose options are `options`, laid out by hand.
+  Bytes interface_with_options(const ByteWriter& options) const {
+    const Bytes body = interface_body(big_endian(), 1, options.bytes());
+    const auto length = 12 + static_cast<std::uint32_t>(body.size());
+    return block(kInterfaceDescription, length, body, length);
+  }
+  ByteWriter options() const { return ByteWriter(big_endian()); }
 };
 
 TEST_P(Malformed, GoodPacketBlockAsWrittenHereIsRead) {
@@ -173,6 +195,99 @@ TEST_P(Malformed, BadInterfaceOptions) {
   const Bytes past_body = interface_body(big_endian(), 1, option_past_the_end.bytes());
   expect_stop(concat(start(), block(kInterfaceDescription, 12 + static_cast<std::uint32_t>(past_body.size()),
                                     past_body, 12 + static_cast<std::uint32_t>(past_body.size()))), 1);
+}
+
+TEST_P(Malformed, BadIfFcslen) {
+  // if_fcslen is one byte, like if_tsresol: any other length makes the interface malformed.
+  ByteWriter two_bytes = options();
+  two_bytes.u16(13);
+  two_bytes.u16(2);
+  two_bytes.u16(4);
+  two_bytes.pad_to_4();
+  expect_stop_saying(concat(start(), interface_with_options(two_bytes)), 1, "if_fcslen option of 2 bytes, not 1");
+  ByteWriter empty = options();
+  empty.u16(13);
+  empty.u16(0);
+  expect_stop_saying(concat(start(), interface_with_options(empty)), 1, "if_fcslen option of 0 bytes, not 1");
+}
+
+TEST_P(Malformed, BadEnhancedPacketOptions) {
+  // A packet's options are read as an interface's are: one running past the block, or an epb_flags that
+  // is not 4 bytes, makes the block malformed; reading stops before that packet.
+  ByteWriter flags_of_two_bytes = options();
+  flags_of_two_bytes.u16(2);
+  flags_of_two_bytes.u16(2);
+  flags_of_two_bytes.u16(4 << 5);
+  flags_of_two_bytes.pad_to_4();
+  expect_stop_saying(concat(start(), packet_with_options(flags_of_two_bytes)), 1,
+                     "epb_flags option of 2 bytes, not 4");
+
+  ByteWriter flags_of_eight_bytes = options();
+  flags_of_eight_bytes.u16(2);
+  flags_of_eight_bytes.u16(8);
+  flags_of_eight_bytes.u64(4 << 5);
+  expect_stop_saying(concat(start(), packet_with_options(flags_of_eight_bytes)), 1,
+                     "epb_flags option of 8 bytes, not 4");
+
+  ByteWriter comment_past_the_end = options();
+  comment_past_the_end.u16(1);
+  comment_past_the_end.u16(5);  // 5 bytes (8 padded), with 4 in the block
+  comment_past_the_end.u32(0);
+  expect_stop_saying(concat(start(), packet_with_options(comment_past_the_end)), 1,
+                     "enhanced packet option 1 runs past the end of its block");
+
+  ByteWriter flags_past_the_end = options();
+  flags_past_the_end.u16(2);
+  flags_past_the_end.u16(4);  // 4 bytes, with none left in the block
+  expect_stop_saying(concat(start(), packet_with_options(flags_past_the_end)), 1,
+                     "enhanced packet option 2 runs past the end of its block");
+
+  ByteWriter longest = options();
+  longest.u16(1);
+  longest.u16(0xffff);
+  longest.u32(0x41414141);
+  longest.u32(0x41414141);
+  expect_stop_saying(concat(start(), packet_with_options(longest)), 1,
+                     "enhanced packet option 1 runs past the end of its block");
+
+  // A good option, then a bad one: still malformed.
+  ByteWriter good_then_bad = options();
+  good_then_bad.u16(2);
+  good_then_bad.u16(4);
+  good_then_bad.u32(4 << 5);
+  good_then_bad.u16(3);
+  good_then_bad.u16(40);
+  expect_stop_saying(concat(start(), packet_with_options(good_then_bad)), 1,
+                     "enhanced packet option 3 runs past the end of its block");
+}
+
+TEST_P(Malformed, EnhancedPacketOptionsAfterTheEndMarkerOrWithoutOneAreFine) {
+  // What follows opt_endofopt is not read (even a malformed option); without the marker, the options
+  // run to the end of the block.
+  ByteWriter after_end = options();
+  after_end.u16(0);
+  after_end.u16(0);
+  after_end.u16(2);
+  after_end.u16(4);
+  after_end.u32(4 << 5);  // an FCS length that must not be applied
+  after_end.u16(1);
+  after_end.u16(0xffff);  // a length that must not be looked at
+  ByteWriter without_end = options();
+  without_end.u16(2);
+  without_end.u16(4);
+  without_end.u32(4 << 5);
+  const Bytes bytes = concat(concat(start(), packet_with_options(after_end)), packet_with_options(without_end));
+  expect_stop(bytes, 3, false);
+  auto reader = CaptureReader::open_bytes(bytes);
+  ASSERT_TRUE(reader);
+  const ReadResult result = read_all(**reader);
+  ASSERT_EQ(result.records.size(), 3u);
+  EXPECT_EQ(result.records[1].wire_length, 60u);
+  EXPECT_EQ(result.records[1].data.size(), 60u);
+  EXPECT_EQ(result.records[2].wire_length, 56u);
+  Bytes without_fcs = frame(60, 5);
+  without_fcs.resize(56);
+  EXPECT_EQ(result.records[2].data, without_fcs);
 }
 
 TEST_P(Malformed, OptionsWithoutEndMarkerAreAccepted) {

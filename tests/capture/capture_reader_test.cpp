@@ -41,7 +41,7 @@ TEST(CaptureReader, ReadsEverySampleFromAFile) {
 TEST(CaptureReader, SamplesHaveWhatTheTestsClaim) {
   // Guards the samples themselves: every kind of record the sweeps rely on is there.
   const auto captures = sample_captures();
-  ASSERT_EQ(captures.size(), 9u);
+  ASSERT_EQ(captures.size(), 13u);
   const TestCapture& interfaces = captures[6];
   std::vector<std::uint16_t> ids;
   for (const CaptureRecord& record : interfaces.records) {

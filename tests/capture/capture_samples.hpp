@@ -86,6 +86,41 @@ inline TestCapture sample_pcapng_sections() {
   return pcapng.finish("pcapng-sections");
 }
 
+// A pcap whose link-type word declares a 4-byte FCS: every record loses it (see remove_fcs).
+inline TestCapture sample_pcap_fcs(bool nanosecond, bool big_endian) {
+  PcapBuilder pcap(nanosecond, big_endian, with_fcs(kEthernet, 4));
+  pcap.record(1'700'000'000, 1, frame(64, 1), 64)   // 60 bytes, wire 60
+      .record(1'700'000'000, 2, frame(33, 2), 1500)  // snapped before the FCS: 33 bytes, wire 1496
+      .record(1'700'000'000, 3, frame(62, 3), 64)    // snapped inside the FCS: 60 bytes, wire 60
+      .record(1'700'000'000, 4, frame(2, 4), 2)      // shorter than the FCS: empty, wire 0
+      .record(1'700'000'000, 5, frame(10, 5), 6);    // wire raised to 10, then 6 bytes, wire 6
+  return pcap.finish(std::string(nanosecond ? "pcap-ns-fcs" : "pcap-us-fcs") + (big_endian ? "-be" : "-le"));
+}
+
+// pcapng with if_fcslen on some interfaces, epb_flags overriding it, and options around epb_flags.
+inline TestCapture sample_pcapng_fcs(bool big_endian) {
+  PcapngBuilder pcapng;
+  pcapng.section(big_endian);
+  pcapng.interface(kEthernet, 0, {pcapng.fcslen(4)});                    // 0: 4-byte FCS
+  pcapng.interface();                                                     // 1: none
+  pcapng.interface(kEthernet, 0, {pcapng.tsresol(9), pcapng.fcslen(2), PcapngBuilder::comment("odd")});
+  pcapng.enhanced(0, 1, frame(64, 1), 64, 1'000);                                  // 60 of 60
+  pcapng.enhanced(1, 2, frame(64, 2), 64, 2'000);                                  // 64 of 64
+  pcapng.enhanced(2, 3, frame(64, 3), 64, 3);                                      // 62 of 62
+  pcapng.enhanced(0, 4, frame(64, 4), 64, 4'000, {pcapng.packet_flags(0, 1)});     // flags without FCS: 4
+  pcapng.enhanced(1, 5, frame(64, 5), 64, 5'000, {pcapng.packet_flags(2)});        // 62 of 62
+  pcapng.enhanced(0, 6, frame(64, 6), 64, 6'000,                                    // 6 overrides 4
+                  {PcapngBuilder::comment("x"), PcapngBuilder::packet_hash(frame(5, 9)),
+                   pcapng.packet_flags(6, 2)});
+  pcapng.enhanced(0, 7, frame(30, 7), 1500, 7'000);                                // 30 of 1496
+  pcapng.enhanced(0, 8, frame(3, 8), 3, 8'000);                                    // empty, wire 0
+  pcapng.simple(frame(40, 9), 40, 40);                                             // interface 0: 36 of 36
+  pcapng.section(!big_endian);
+  pcapng.interface();                                                     // a new interface 0: none
+  pcapng.enhanced(0, 9, frame(64, 10), 64, 9'000);                                 // 64 of 64
+  return pcapng.finish(big_endian ? "pcapng-fcs-be" : "pcapng-fcs-le");
+}
+
 inline std::vector<TestCapture> sample_captures() {
   return {
       sample_pcap(false, false),         sample_pcap(false, true),
@@ -93,6 +128,8 @@ inline std::vector<TestCapture> sample_captures() {
       sample_pcapng(false),              sample_pcapng(true),
       sample_pcapng_interfaces(false),   sample_pcapng_interfaces(true),
       sample_pcapng_sections(),
+      sample_pcap_fcs(false, false),     sample_pcap_fcs(true, true),
+      sample_pcapng_fcs(false),          sample_pcapng_fcs(true),
   };
 }
 

@@ -151,6 +151,57 @@ TEST(CaptureWriter, NormalisesWhatPcapCannotHold) {
   EXPECT_TRUE(same_record(result.records[2], make_record(7, 20, frame(20, 3))));
 }
 
+TEST(CaptureWriter, CountsTimestampsPcapCannotHold) {
+  // Every record is written; those from 2106-02-07 06:28:16 UTC (2^32 s) on are counted, the first one
+  // remembered, and written with their seconds modulo 2^32.
+  ScratchDirectory scratch;
+  const std::string path = scratch.file("late.pcap");
+  auto writer = CaptureWriter::open(path);
+  ASSERT_TRUE(writer);
+  EXPECT_EQ((*writer)->out_of_range_timestamps().count, 0u);
+  EXPECT_EQ((*writer)->out_of_range_timestamps().first_ns, 0u);
+  const std::uint64_t last_that_fits = 0xffffffffull * kSecond + 999'999'999;
+  const std::uint64_t first_beyond = (1ull << 32) * kSecond + 7;
+  const std::uint64_t latest = ~std::uint64_t{0};  // 2554: 18446744073 s, 709551615 ns
+  const std::vector<CaptureRecord> records = {
+      make_record(1'700'000'000 * kSecond, 60, frame(60, 1)),
+      make_record(last_that_fits, 60, frame(60, 2)),
+      make_record(first_beyond, 60, frame(60, 3)),
+      make_record(5, 60, frame(60, 4)),
+      make_record(latest, 60, frame(60, 5)),
+  };
+  const std::uint64_t expected_counts[] = {0, 0, 1, 1, 2};
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    (*writer)->write(records[i]);
+    const auto out_of_range = (*writer)->out_of_range_timestamps();
+    EXPECT_EQ(out_of_range.count, expected_counts[i]) << "after record " << i;
+    EXPECT_EQ(out_of_range.first_ns, expected_counts[i] == 0 ? 0 : first_beyond) << "after record " << i;
+  }
+  ASSERT_TRUE((*writer)->close());
+  (*writer)->write(records[2]);  // after close: neither written nor counted
+  EXPECT_EQ((*writer)->out_of_range_timestamps().count, 2u);
+
+  // libpcap reads the whole file back, the late records 2^32 s earlier than they were.
+  const std::uint64_t wrapped[] = {
+      1'700'000'000 * kSecond, last_that_fits, 7, 5, (18'446'744'073ull % (1ull << 32)) * kSecond + 709'551'615,
+  };
+  std::array<char, PCAP_ERRBUF_SIZE> message{};
+  pcap_t* pcap = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, message.data());
+  ASSERT_NE(pcap, nullptr) << message.data();
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    pcap_pkthdr* header = nullptr;
+    const u_char* data = nullptr;
+    ASSERT_EQ(pcap_next_ex(pcap, &header, &data), 1) << "record " << i;
+    const std::uint64_t seconds = static_cast<std::uint32_t>(header->ts.tv_sec);
+    EXPECT_EQ(seconds * kSecond + static_cast<std::uint64_t>(header->ts.tv_usec), wrapped[i]) << "record " << i;
+    EXPECT_EQ(Bytes(data, data + header->caplen), records[i].data) << "record " << i;
+  }
+  pcap_pkthdr* header = nullptr;
+  const u_char* data = nullptr;
+  EXPECT_EQ(pcap_next_ex(pcap, &header, &data), PCAP_ERROR_BREAK);
+  pcap_close(pcap);
+}
+
 TEST(CaptureWriter, PathInAMissingDirectoryFailsAtOpen) {
   ScratchDirectory scratch;
   const std::string path = scratch.file("missing/out.pcap");
