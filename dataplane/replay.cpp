@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -86,6 +87,18 @@ std::string key_of(const PerKey& per, const PacketView& view) {
   MeterKey key;
   make_key(per, parse(view), key);
   return key_text(per, key);
+}
+
+// pcap's seconds are 32 bits: a capture stamped after 2106 cannot be written as it was read.
+void warn_wrapped_timestamps(const std::string& path, const CaptureWriter::OutOfRangeTimestamps& wrapped) {
+  if (wrapped.count == 0) return;
+  const auto seconds = static_cast<std::time_t>(wrapped.first_ns / kTicksPerSecond);
+  std::tm utc{};
+  char first[64] = "?";
+  if (gmtime_r(&seconds, &utc) != nullptr) std::strftime(first, sizeof first, "%Y-%m-%d %H:%M:%S UTC", &utc);
+  std::cerr << "tricolor-replay: warning: --out '" << path << "': " << wrapped.count
+            << (wrapped.count == 1 ? " packet is" : " packets are") << " stamped after 2106-02-07 06:28:15 UTC (the first "
+            << first << "), beyond pcap's 32-bit seconds; the file holds their times minus 2^32 s (136 years)\n";
 }
 
 struct Options {
@@ -192,6 +205,7 @@ int run(Options& o) {
               << (*reader)->stop_reason() << "); the results cover what was read\n";
   if (writer) {
     if (auto closed = writer->close(); !closed) fail(closed.error().message);
+    warn_wrapped_timestamps(o.out_path, writer->out_of_range_timestamps());
   }
   if (csv.is_open()) {
     errno = 0;

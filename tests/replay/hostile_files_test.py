@@ -6,6 +6,7 @@ must be true of the files afterwards (an input never overwritten, an output neve
 Usage: hostile_files_test.py TRICOLOR_REPLAY README
 """
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -41,7 +42,7 @@ def write_pcap(name, frames):
     return path(name)
 
 
-def write(name, text, mode="w"):
+def write(name, text, mode="w"):  # text, or bytes with mode "wb"
     with open(path(name), mode) as out:
         out.write(text)
     return path(name)
@@ -165,6 +166,67 @@ if os.path.exists(path("demo")):
     failures.append("--demo ran although it was combined with a file option")
 check("--demo-seconds without --demo", run(["--policy", policy, "--in", capture, "--demo-seconds", "5"]), USAGE,
       "--demo-seconds changes the traffic of --demo; it needs --demo DIR")
+
+# ---- finding 8: a capture that declares an FCS is metered and written without it ------------------------
+def block(kind, body):
+    body += b"\x00" * (-len(body) % 4)
+    return struct.pack("<II", kind, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
+
+
+def option(code, value):
+    return struct.pack("<HH", code, len(value)) + value + b"\x00" * (-len(value) % 4)
+
+
+def read_pcap(p):
+    """(link type word, [(seconds, frame)]) of a little-endian pcap."""
+    data = open(p, "rb").read()
+    linktype = struct.unpack_from("<I", data, 20)[0]
+    records, at = [], 24
+    while at < len(data):
+        seconds, _, captured, _ = struct.unpack_from("<IIII", data, at)
+        records.append((seconds, data[at + 16:at + 16 + captured]))
+        at += 16 + captured
+    return linktype, records
+
+
+frames = [frame(i) for i in range(5)]
+fcs = b"\xde\xad\xbe\xef"
+SHB = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+fcs_captures = {
+    # pcap: the link-type word's "FCS present" bit and a length of 2 16-bit words
+    "pcap FCS bits": write("fcs.pcap", struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535,
+                                                   1 | 0x04000000 | 2 << 28) +
+                           b"".join(struct.pack("<IIII", 1_700_000_000, i, len(f) + 4, len(f) + 4) + f + fcs
+                                    for i, f in enumerate(frames)), "wb"),
+    # pcapng: if_fcslen 4 on the interface
+    "pcapng if_fcslen": write("fcs.pcapng", SHB + block(1, struct.pack("<HHI", 1, 0, 65535) + option(13, b"\x04")) +
+                              b"".join(block(6, struct.pack("<IIIII", 0, 395812, i, len(f) + 4, len(f) + 4) + f + fcs)
+                                       for i, f in enumerate(frames)), "wb"),
+}
+fcs_policy = write("fcs.policy", "profile add p 1r2c cir 1gbit cbs 1m\nrule add dns proto udp dport 53 profile p\n")
+for name, capture_path in fcs_captures.items():
+    result = run(["--policy", fcs_policy, "--in", capture_path, "--json", path("fcs.json"), "--out", path("fcs-out.pcap")])
+    check(name, result, 0)
+    if result.returncode != 0:
+        continue
+    green = json.load(open(path("fcs.json")))["rules"][0]["green"]
+    if green != {"packets": 5, "bytes": sum(map(len, frames))}:
+        failures.append(f"{name}: metered {green}, expected 5 packets of {sum(map(len, frames))} bytes without FCS")
+    linktype, written = read_pcap(path("fcs-out.pcap"))
+    if linktype != 1 or [f for _, f in written] != frames:
+        failures.append(f"{name}: --out has link type {linktype:#x} and frames {[len(f) for _, f in written]}, "
+                        f"expected plain Ethernet (1) and the frames without their FCS")
+
+# ---- finding 9: times that pcap's 32-bit seconds cannot hold are written with a warning ------------------
+late = write("late.pcapng", SHB + block(1, struct.pack("<HHI", 1, 0, 65535) + option(9, b"\x00")) +  # 1 s ticks
+             b"".join(block(6, struct.pack("<IIIII", 0, 1, i, len(f), len(f)) + f)  # 2^32 + i seconds
+                      for i, f in enumerate(frames)), "wb")
+result = run(["--policy", fcs_policy, "--in", late, "--out", path("late-out.pcap")])
+check("times after 2106", result, 0, "warning: --out", "5 packets are stamped after 2106-02-07 06:28:15 UTC",
+      "the first 2106-02-07 06:28:16 UTC", "minus 2^32 s")
+if result.returncode == 0 and [t for t, _ in read_pcap(path("late-out.pcap"))[1]] != list(range(5)):
+    failures.append("times after 2106: the file should hold them minus 2^32 s")
+check("times before 2106: no warning", run(["--policy", fcs_policy, "--in", capture, "--out", path("early.pcap")]), 0)
 
 # ---- finding 15: the README's CSV columns are the binary's ------------------------------------------
 fresh_policy = write("fresh.policy", POLICY_TEXT)
