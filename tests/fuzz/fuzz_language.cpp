@@ -1,7 +1,7 @@
 // libFuzzer target for the command language: the input is config text.
 //  - load() it; when it loads, print() must load back to the same policy and print the same text;
-//  - execute() it line by line on one policy: a failed command must leave the policy as it was, every
-//    error must name its token, and the policy reached must print back to itself too.
+//  - execute() it line by line on one policy: a failed command must leave the policy as it was, every error must name its token, quoted,
+//    and be one line of printable ASCII, and the policy reached must print back to itself too.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -10,12 +10,14 @@
 #include <string_view>
 
 #include "control/language.hpp"
+#include "policer/quote.hpp"
 
 namespace {
 
 using tricolor::control::execute;
 using tricolor::control::load;
 using tricolor::control::print;
+using tricolor::quote;
 using tricolor::dataplane::Policy;
 
 void check(bool condition) {
@@ -53,7 +55,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto& error = result.error();
       check(!error.message.empty());
       // "'<subject>': ..." for a token; a missing token has an empty subject.
-      if (!error.subject.empty()) check(error.message.rfind("'" + error.subject + "': ", 0) == 0);
+      if (!error.subject.empty()) check(error.message.rfind(quote(error.subject) + ": ", 0) == 0);
+      // At most a few quoted tokens (each at most 64 bytes shown, 4 characters a byte) and fixed text.
+      check(error.message.size() < 1024);
+      check(std::all_of(error.message.begin(), error.message.end(), [](char c) { return c >= 0x20 && c <= 0x7e; }));
     }
     start = end + 1;
   }

@@ -11,6 +11,7 @@
 
 #include "control/language.hpp"
 #include "control/language_internal.hpp"
+#include "policer/quote.hpp"
 
 namespace tricolor::control {
 namespace {
@@ -374,8 +375,11 @@ TEST(LanguageRandom, ReachablePoliciesPrintBackAndFailuresChangeNothing) {
         if (std::getenv("LANGUAGE_RANDOM_VERBOSE")) std::cerr << result.error().message << "\n";
         ASSERT_EQ(policy, before) << "changed by a failed command: " << line;
         ASSERT_FALSE(result.error().message.empty());
-        ASSERT_EQ(result.error().message.find('\'' + result.error().subject + '\''),
-                  result.error().subject.empty() ? std::string::npos : 0u)
+        // A token's error starts with it, quoted (policer/quote.hpp); a missing token's has no subject
+        // and quotes no empty token.
+        const std::string& subject = result.error().subject;
+        ASSERT_EQ(result.error().message.find(subject.empty() ? "''" : quote(subject) + ": "),
+                  subject.empty() ? std::string::npos : 0u)
             << result.error().message;
       }
     }
