@@ -29,7 +29,8 @@ Expected<Policy> load(std::string_view text, const Policy& base) {
   Draft draft(base);
   std::size_t line_number = 1;
   for (std::size_t start = 0;; ++line_number) {
-    const std::size_t end = text.find('\n', start);
+    // A line ends at LF, CR LF or a lone CR (old Mac editors write CR only).
+    const std::size_t end = text.find_first_of("\r\n", start);
     const std::string_view line =
         text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
     if (auto result = detail::run_command(draft, line, Output::discard); !result) {
@@ -37,7 +38,7 @@ Expected<Policy> load(std::string_view text, const Policy& base) {
       return Error{error.subject, detail::cat("line ", std::to_string(line_number), ": ", error.message)};
     }
     if (end == std::string_view::npos) break;
-    start = end + 1;
+    start = end + (text.compare(end, 2, "\r\n") == 0 ? 2 : 1);
   }
   return std::move(draft).finish();
 }

@@ -1,4 +1,5 @@
-// Hostile text (issue 7): error messages quote tokens short and printable (finding 13).
+// Hostile text (issue 7): error messages quote tokens short and printable (finding 13), and load()
+// ends lines at LF, CR LF or a lone CR (finding 14).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -160,6 +161,57 @@ TEST(UnitsHostile, ParseRateAndBurstQuoteTheirText) {
   const auto nul = policer::parse_burst("64\0"s);
   ASSERT_FALSE(nul.ok());
   EXPECT_EQ(nul.error().message, R"('64\x00': unknown unit '\x00'; expected b, k, m, g (1024-based bytes) or pkt)");
+}
+
+// ---- line endings ----
+
+// Four lines, the fourth an error; blank and comment lines count.
+constexpr std::string_view kLines[] = {
+    "profile add gold trtcm cir 100mbit cbs 64k pir 200mbit pbs 128k",
+    "# rules",
+    "rule add web proto tcp dport 80 profile gold",
+    "rule add dns proto udpx profile gold",
+};
+
+std::string join(std::string_view end, std::size_t lines = 4) {
+  std::string text;
+  for (std::size_t i = 0; i < lines; ++i) text.append(kLines[i]).append(end);
+  return text;
+}
+
+TEST(LanguageLineEndings, LfCrLfAndLoneCrEachEndALine) {
+  const dataplane::Policy expected = must_load(join("\n", 3));
+  ASSERT_EQ(rule_names(expected), std::vector<std::string>{"web"});
+  for (const std::string_view end : {"\n", "\r\n", "\r"}) {
+    SCOPED_TRACE(quote(end));
+    EXPECT_EQ(must_load(join(end, 3)), expected);
+    const auto failed = load(join(end));
+    ASSERT_FALSE(failed.ok());
+    EXPECT_EQ(failed.error().message,
+              "line 4: 'udpx': expected a protocol: tcp, udp, sctp, icmp, icmpv6 or a number 0-255");
+    // Without the last line end too.
+    const std::string unterminated = join(end).substr(0, join(end).size() - end.size());
+    EXPECT_EQ(load(unterminated).error().message, failed.error().message);
+  }
+}
+
+TEST(LanguageLineEndings, MixedEndsNumberEveryLine) {
+  // LF, CR LF, CR LF, then a lone CR: an empty line 4.
+  const std::string text = std::string(kLines[0]) + "\n" + std::string(kLines[1]) + "\r\n" + std::string(kLines[2]) +
+                           "\r\n\r" + "rule add a profile nope\r";
+  const auto failed = load(text);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().message, "line 5: 'nope': no such profile");
+  EXPECT_EQ(load(std::string(kLines[0]) + "\r\r\n\n\rrule add a profile nope").error().message,
+            "line 5: 'nope': no such profile");
+}
+
+TEST(LanguageLineEndings, CrOnlyConfigIsNotOneLine) {
+  // Before: one line, "expected a parameter of trtcm" at the first word of line 2.
+  const auto loaded = load(join("\r", 3));
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  EXPECT_EQ(loaded->profiles.size(), 1u);
+  EXPECT_EQ(rule_names(*loaded), std::vector<std::string>{"web"});
 }
 
 // ---- output in a loaded file ----
