@@ -1,4 +1,4 @@
-// The commands: profile, color-map, rule, default and show, run on a Draft.
+// The commands: profile, color-map, rule, default and show, run on a Store (store.hpp).
 #include "control/commands.hpp"
 
 #include <algorithm>
@@ -84,9 +84,8 @@ Expected<Params> parse_params(Cursor& c, const AlgorithmSpec& spec) {
   return params;
 }
 
-
 // [first | last | before RULE | after RULE]; `self` is the rule being changed, if any.
-Expected<std::optional<Position>> parse_position(Cursor& c, const Draft& draft, std::string_view self) {
+Expected<std::optional<Position>> parse_position(Cursor& c, const Store& store, std::string_view self) {
   using Where = Position::Where;
   if (c.accept("first")) return std::optional<Position>(Position{Where::first, {}});
   if (c.accept("last")) return std::optional<Position>(Position{Where::last, {}});
@@ -99,7 +98,7 @@ Expected<std::optional<Position>> parse_position(Cursor& c, const Draft& draft, 
     return std::optional<Position>();
   const auto anchor = c.expect("a rule name");
   if (!anchor) return anchor.error();
-  if (!draft.find_rule(*anchor)) return at(*anchor, "no such rule");
+  if (!store.find_rule(*anchor)) return at(*anchor, "no such rule");
   if (*anchor == self)
     return at(*anchor, cat("a rule cannot be placed ", where == Where::before ? "before" : "after", " itself"));
   return std::optional<Position>(Position{where, *anchor});
@@ -113,15 +112,15 @@ Error in_use(std::string_view token, std::string_view what, const std::string& f
 }
 
 // The rules that use a profile or a color map: the first, in rule order, with the role it has there
-// ("rule r as its parent"), and how many. A scan, made only when the draft says the name is in use.
+// ("rule r as its parent"), and how many. A scan, made only when the store says the name is in use.
 struct Users {
   std::string first;
   std::size_t count = 0;
 };
 
-Users profile_users(const Draft& draft, std::string_view name) {
+Users profile_users(const Store& store, std::string_view name) {
   Users users;
-  draft.each_rule([&](const Rule& rule) {
+  store.each_rule([&](const Rule& rule) {
     std::string user;
     if (rule.profile == name)
       user = cat("rule ", rule.name);
@@ -134,9 +133,9 @@ Users profile_users(const Draft& draft, std::string_view name) {
   return users;
 }
 
-Users color_map_users(const Draft& draft, std::string_view name) {
+Users color_map_users(const Store& store, std::string_view name) {
   Users users;
-  draft.each_rule([&](const Rule& rule) {
+  store.each_rule([&](const Rule& rule) {
     if (rule.input != InputColor::mapped) return;
     std::string user;
     if (rule.pcp_map == name)
@@ -152,7 +151,7 @@ Users color_map_users(const Draft& draft, std::string_view name) {
 
 // color-map add|change NAME dscp|pcp COLOR VALUES [COLOR VALUES ...], after the name: values not
 // listed are green; a value listed under two colors is an error.
-Expected<ColorMap> parse_color_map(Cursor& c, const Draft& draft, std::string_view name, bool add) {
+Expected<ColorMap> parse_color_map(Cursor& c, const Store& store, std::string_view name, bool add) {
   ColorMap map;
   map.name = std::string(name);
   const auto kind = c.expect(kExpectColorMapKind);
@@ -165,9 +164,9 @@ Expected<ColorMap> parse_color_map(Cursor& c, const Draft& draft, std::string_vi
     return not_a_keyword(*kind, cat("expected ", kExpectColorMapKind));
   if (!add) {
     // The rules that use the map need it of the kind they use it as.
-    const ColorMap* existing = draft.find_color_map(name);
-    if (existing->kind != map.kind && draft.color_map_used(name))
-      return at(*kind, cat("color map ", name, " is used by ", color_map_users(draft, name).first, ", which needs a ",
+    const ColorMap* existing = store.find_color_map(name);
+    if (existing->kind != map.kind && store.color_map_used(name))
+      return at(*kind, cat("color map ", name, " is used by ", color_map_users(store, name).first, ", which needs a ",
                            color_map_kind_name(existing->kind), " map; change or delete that rule first"));
   }
   const std::string_view expect_values = map.kind == ColorMapKind::dscp ? kExpectDscpValues : kExpectPcpValues;
@@ -203,7 +202,7 @@ Expected<ColorMap> parse_color_map(Cursor& c, const Draft& draft, std::string_vi
 
 // ---- commands ------------------------------------------------------------------------------------
 
-Expected<std::string> color_map_command(Draft& draft, Cursor& c, Output output) {
+Expected<std::string> color_map_command(Store& store, Cursor& c, Output output) {
   const auto verb = c.expect("add, change, delete or list");
   if (!verb) return verb.error();
 
@@ -211,31 +210,31 @@ Expected<std::string> color_map_command(Draft& draft, Cursor& c, Output output) 
     const bool add = *verb == "add";
     const auto name = c.expect("a color map name");
     if (!name) return name.error();
-    const bool exists = draft.find_color_map(*name) != nullptr;
+    const bool exists = store.find_color_map(*name) != nullptr;
     if (add) {
       if (auto error = check_new_name(*name, "color map", exists)) return *error;
     } else if (!exists) {
       return at(*name, "no such color map");
     }
-    auto map = parse_color_map(c, draft, *name, add);
+    auto map = parse_color_map(c, store, *name, add);
     if (!map) return map.error();
     if (add)
-      draft.add_color_map(std::move(*map));
+      store.add_color_map(std::move(*map));
     else
-      draft.change_color_map(std::move(*map));
+      store.change_color_map(std::move(*map));
     return std::string();
   }
 
   if (*verb == "delete") {
     const auto name = c.expect("a color map name");
     if (!name) return name.error();
-    if (!draft.find_color_map(*name)) return at(*name, "no such color map");
+    if (!store.find_color_map(*name)) return at(*name, "no such color map");
     if (auto error = c.expect_end()) return *error;
-    if (draft.color_map_used(*name)) {
-      const Users users = color_map_users(draft, *name);
+    if (store.color_map_used(*name)) {
+      const Users users = color_map_users(store, *name);
       return in_use(*name, cat("color map ", *name), users.first, users.count);
     }
-    draft.delete_color_map(*name);
+    store.delete_color_map(*name);
     return std::string();
   }
 
@@ -243,14 +242,14 @@ Expected<std::string> color_map_command(Draft& draft, Cursor& c, Output output) 
     if (auto error = c.expect_end()) return *error;
     std::string out;
     if (output == Output::produce)
-      draft.each_color_map([&](const ColorMap& m) { out.append(format_color_map(m)).append("\n"); });
+      store.each_color_map([&](const ColorMap& m) { out.append(format_color_map(m)).append("\n"); });
     return out;
   }
 
   return not_a_keyword(*verb, "expected add, change, delete or list after 'color-map'");
 }
 
-Expected<std::string> profile_command(Draft& draft, Cursor& c, Output output) {
+Expected<std::string> profile_command(Store& store, Cursor& c, Output output) {
   const auto verb = c.expect("add, change, delete or list");
   if (!verb) return verb.error();
 
@@ -258,7 +257,7 @@ Expected<std::string> profile_command(Draft& draft, Cursor& c, Output output) {
     const bool add = *verb == "add";
     const auto name = c.expect("a profile name");
     if (!name) return name.error();
-    const bool exists = draft.find_profile(*name) != nullptr;
+    const bool exists = store.find_profile(*name) != nullptr;
     if (add) {
       if (auto error = check_new_name(*name, "profile", exists)) return *error;
     } else if (!exists) {
@@ -273,23 +272,23 @@ Expected<std::string> profile_command(Draft& draft, Cursor& c, Output output) {
     auto params = parse_params(c, *spec);
     if (!params) return params.error();
     if (add)
-      draft.add_profile(ProfileDef{std::string(*name), *params});
+      store.add_profile(ProfileDef{std::string(*name), *params});
     else
-      draft.change_profile(*name, *params);
+      store.change_profile(*name, *params);
     return std::string();
   }
 
   if (*verb == "delete") {
     const auto name = c.expect("a profile name");
     if (!name) return name.error();
-    if (!draft.find_profile(*name)) return at(*name, "no such profile");
+    if (!store.find_profile(*name)) return at(*name, "no such profile");
     if (auto error = c.expect_end()) return *error;
     // A rule uses a profile for its meters or as its parent.
-    if (draft.profile_used(*name)) {
-      const Users users = profile_users(draft, *name);
+    if (store.profile_used(*name)) {
+      const Users users = profile_users(store, *name);
       return in_use(*name, cat("profile ", *name), users.first, users.count);
     }
-    draft.delete_profile(*name);
+    store.delete_profile(*name);
     return std::string();
   }
 
@@ -297,14 +296,14 @@ Expected<std::string> profile_command(Draft& draft, Cursor& c, Output output) {
     if (auto error = c.expect_end()) return *error;
     std::string out;
     if (output == Output::produce)
-      draft.each_profile([&](const ProfileDef& p) { out.append(format_profile(p)).append("\n"); });
+      store.each_profile([&](const ProfileDef& p) { out.append(format_profile(p)).append("\n"); });
     return out;
   }
 
   return not_a_keyword(*verb, "expected add, change, delete or list after 'profile'");
 }
 
-Expected<std::string> rule_command(Draft& draft, Cursor& c, Output output) {
+Expected<std::string> rule_command(Store& store, Cursor& c, Output output) {
   const auto verb = c.expect("add, change, delete or list");
   if (!verb) return verb.error();
 
@@ -312,76 +311,76 @@ Expected<std::string> rule_command(Draft& draft, Cursor& c, Output output) {
     const bool add = *verb == "add";
     const auto name = c.expect("a rule name");
     if (!name) return name.error();
-    const bool exists = draft.find_rule(*name) != nullptr;
+    const bool exists = store.find_rule(*name) != nullptr;
     if (add) {
       if (auto error = check_new_name(*name, "rule", exists)) return *error;
     } else if (!exists) {
       return at(*name, "no such rule");
     }
-    const auto position = parse_position(c, draft, add ? std::string_view() : *name);
+    const auto position = parse_position(c, store, add ? std::string_view() : *name);
     if (!position) return position.error();
-    auto rule = parse_rule_body(c, draft, *name);
+    auto rule = parse_rule_body(c, store, *name);
     if (!rule) return rule.error();
     // Everything is checked: from here on nothing fails.
     if (add)
-      draft.add_rule(std::move(*rule), position->value_or(Position{Position::Where::last, {}}));
+      store.add_rule(std::move(*rule), position->value_or(Position{Position::Where::last, {}}));
     else
-      draft.change_rule(std::move(*rule), *position);
+      store.change_rule(std::move(*rule), *position);
     return std::string();
   }
 
   if (*verb == "delete") {
     const auto name = c.expect("a rule name");
     if (!name) return name.error();
-    if (!draft.find_rule(*name)) return at(*name, "no such rule");
+    if (!store.find_rule(*name)) return at(*name, "no such rule");
     if (auto error = c.expect_end()) return *error;
-    draft.delete_rule(*name);
+    store.delete_rule(*name);
     return std::string();
   }
 
   if (*verb == "list") {
     if (auto error = c.expect_end()) return *error;
     std::string out;
-    if (output == Output::produce) draft.each_rule([&](const Rule& r) { out.append(format_rule(r)).append("\n"); });
+    if (output == Output::produce) store.each_rule([&](const Rule& r) { out.append(format_rule(r)).append("\n"); });
     return out;
   }
 
   return not_a_keyword(*verb, "expected add, change, delete or list after 'rule'");
 }
 
-Expected<std::string> default_command(Draft& draft, Cursor& c) {
+Expected<std::string> default_command(Store& store, Cursor& c) {
   const auto action = parse_action(c);
   if (!action) return action.error();
   if (auto error = c.expect_end()) return *error;
-  draft.set_default_action(*action);
+  store.set_default_action(*action);
   return std::string();
 }
 
 // The whole policy as commands, as print() (language.hpp) writes it.
-std::string show(const Draft& draft) {
+std::string show(const Store& store) {
   std::string out;
-  draft.each_profile([&](const ProfileDef& p) { out.append(format_profile(p)).append("\n"); });
-  draft.each_color_map([&](const ColorMap& m) { out.append(format_color_map(m)).append("\n"); });
-  draft.each_rule([&](const Rule& r) { out.append(format_rule(r)).append("\n"); });
-  if (draft.default_action() != dataplane::Action{})
-    out.append("default ").append(format_action(draft.default_action())).append("\n");
+  store.each_profile([&](const ProfileDef& p) { out.append(format_profile(p)).append("\n"); });
+  store.each_color_map([&](const ColorMap& m) { out.append(format_color_map(m)).append("\n"); });
+  store.each_rule([&](const Rule& r) { out.append(format_rule(r)).append("\n"); });
+  if (store.default_action() != dataplane::Action{})
+    out.append("default ").append(format_action(store.default_action())).append("\n");
   return out;
 }
 
 }  // namespace
 
-Expected<std::string> run_command(Draft& draft, std::string_view line, Output output) {
+Expected<std::string> run_command(Store& store, std::string_view line, Output output) {
   const auto tokens = tokenize(line);
   if (tokens.empty()) return std::string();
   Cursor c(tokens);
   const std::string_view command = c.take();
-  if (command == "profile") return profile_command(draft, c, output);
-  if (command == "color-map") return color_map_command(draft, c, output);
-  if (command == "rule") return rule_command(draft, c, output);
-  if (command == "default") return default_command(draft, c);
+  if (command == "profile") return profile_command(store, c, output);
+  if (command == "color-map") return color_map_command(store, c, output);
+  if (command == "rule") return rule_command(store, c, output);
+  if (command == "default") return default_command(store, c);
   if (command == "show") {
     if (auto error = c.expect_end()) return *error;
-    return output == Output::produce ? show(draft) : std::string();
+    return output == Output::produce ? show(store) : std::string();
   }
   return not_a_keyword(command, "unknown command; expected profile, color-map, rule, default or show");
 }

@@ -1,9 +1,9 @@
 #pragma once
-// One command line run on a Draft: the commands of the language. Internal to control/.
+// One command line run on a Store (store.hpp): the commands of the language. Internal to control/.
 #include <string>
 #include <string_view>
 
-#include "control/draft.hpp"
+#include "control/store.hpp"
 #include "policer/expected.hpp"
 
 namespace tricolor::control::detail {
@@ -12,8 +12,8 @@ namespace tricolor::control::detail {
 // (a file of 100k `show` lines stays linear); they are still checked.
 enum class Output : bool { discard, produce };
 
-// Runs one command line. A command that fails changes nothing in the draft; one that succeeds
+// Runs one command line. A command that fails changes nothing in the store; one that succeeds
 // changes only what it says.
-Expected<std::string> run_command(Draft& draft, std::string_view line, Output output);
+Expected<std::string> run_command(Store& store, std::string_view line, Output output);
 
 }  // namespace tricolor::control::detail

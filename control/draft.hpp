@@ -1,6 +1,7 @@
 #pragma once
-// Draft: the policy the commands of a text change, built so that every command costs the same however
-// large the policy has grown, and a text of any size loads in linear time (issue 7):
+// Draft: the Store (store.hpp) of load(): the policy the commands of a text change, built so that every
+// command costs the same however large the policy has grown, and a text of any size loads in linear
+// time (issue 7):
 //   - profiles and color maps in definition order, found by name through an index; a delete leaves a
 //     hole that finish() skips, so nothing moves;
 //   - rules in a linked list, found by name through an index: adding first, last, before or after a
@@ -8,7 +9,7 @@
 //   - how many references rules make to each profile and color map name, so "is it in use" is one
 //     look-up (the rules that use it are listed by a scan only when it is, to name them in the error).
 // A Draft starts as a copy of a Policy and finish() turns it back into one. Names are unique in each
-// namespace, as the language keeps them.
+// namespace, as the language keeps them (in a base with duplicate names, the first is the one found).
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -19,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "control/store.hpp"
 #include "dataplane/policy.hpp"
 
 namespace tricolor::control::detail {
@@ -65,52 +67,42 @@ class NamedTable {
   NameMap<Slot> slots_;
 };
 
-// Where `rule add|change` puts a rule.
-struct Position {
-  enum class Where : std::uint8_t { first, last, before, after } where = Where::last;
-  std::string_view anchor;  // the rule named by before/after (it exists, and is not the rule placed)
-};
-
-class Draft {
+class Draft final : public Store {
  public:
   explicit Draft(const dataplane::Policy& base);
   dataplane::Policy finish() &&;
 
-  const dataplane::ProfileDef* find_profile(std::string_view name) const { return profiles_.find(name); }
-  const dataplane::ColorMap* find_color_map(std::string_view name) const { return color_maps_.find(name); }
-  const dataplane::Rule* find_rule(std::string_view name) const;
+  const dataplane::ProfileDef* find_profile(std::string_view name) const override { return profiles_.find(name); }
+  const dataplane::ColorMap* find_color_map(std::string_view name) const override {
+    return color_maps_.find(name);
+  }
+  const dataplane::Rule* find_rule(std::string_view name) const override;
+  bool profile_used(std::string_view name) const override { return profiles_.used(name); }
+  bool color_map_used(std::string_view name) const override { return color_maps_.used(name); }
 
-  // Whether any rule uses the profile (or has it as parent), or the color map (with input map).
-  bool profile_used(std::string_view name) const { return profiles_.used(name); }
-  bool color_map_used(std::string_view name) const { return color_maps_.used(name); }
+  void add_profile(dataplane::ProfileDef profile) override { profiles_.add(std::move(profile)); }
+  void change_profile(std::string_view name, const policer::Params& params) override {
+    profiles_.find(name)->params = params;
+  }
+  void delete_profile(std::string_view name) override { profiles_.erase(name); }
+  void add_color_map(dataplane::ColorMap map) override { color_maps_.add(std::move(map)); }
+  void change_color_map(dataplane::ColorMap map) override { *color_maps_.find(map.name) = std::move(map); }
+  void delete_color_map(std::string_view name) override { color_maps_.erase(name); }
+  void add_rule(dataplane::Rule rule, const Position& position) override;
+  void change_rule(dataplane::Rule rule, const std::optional<Position>& position) override;
+  void delete_rule(std::string_view name) override;
+  void set_default_action(const dataplane::Action& action) override { default_action_ = action; }
 
-  // Each change is one the command has checked in full: names exist (or not), nothing in use is deleted.
-  void add_profile(dataplane::ProfileDef profile) { profiles_.add(std::move(profile)); }
-  void change_profile(std::string_view name, const policer::Params& params) { profiles_.find(name)->params = params; }
-  void delete_profile(std::string_view name) { profiles_.erase(name); }
-  void add_color_map(dataplane::ColorMap map) { color_maps_.add(std::move(map)); }
-  void change_color_map(dataplane::ColorMap map) { *color_maps_.find(map.name) = std::move(map); }
-  void delete_color_map(std::string_view name) { color_maps_.erase(name); }
-  void add_rule(dataplane::Rule rule, const Position& position);
-  // A new body for the rule of that name; it stays where it is unless a position is given.
-  void change_rule(dataplane::Rule rule, const std::optional<Position>& position);
-  void delete_rule(std::string_view name);
-  void set_default_action(const dataplane::Action& action) { default_action_ = action; }
-
-  // In the order finish() gives them.
-  template <class Visit>
-  void each_profile(Visit visit) const {
+  void each_profile(const std::function<void(const dataplane::ProfileDef&)>& visit) const override {
     profiles_.each(visit);
   }
-  template <class Visit>
-  void each_color_map(Visit visit) const {
+  void each_color_map(const std::function<void(const dataplane::ColorMap&)>& visit) const override {
     color_maps_.each(visit);
   }
-  template <class Visit>
-  void each_rule(Visit visit) const {
+  void each_rule(const std::function<void(const dataplane::Rule&)>& visit) const override {
     for (const auto& rule : rules_) visit(rule);
   }
-  const dataplane::Action& default_action() const { return default_action_; }
+  const dataplane::Action& default_action() const override { return default_action_; }
 
  private:
   using RuleList = std::list<dataplane::Rule>;

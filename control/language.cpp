@@ -7,6 +7,7 @@
 
 #include "control/commands.hpp"
 #include "control/draft.hpp"
+#include "control/store.hpp"
 #include "control/words.hpp"
 
 namespace tricolor::control {
@@ -14,13 +15,10 @@ namespace tricolor::control {
 using detail::Draft;
 using detail::Output;
 
-// One command: O(size of the policy), as it goes through a draft of it. The policy changes only when
-// the command succeeds.
+// One command, on the policy itself: look-ups scan it, O(size of the policy), nothing copied.
 Expected<std::string> execute(Policy& policy, std::string_view line) {
-  Draft draft(policy);
-  auto result = detail::run_command(draft, line, Output::produce);
-  if (result) policy = std::move(draft).finish();
-  return result;
+  detail::PolicyStore store(policy);
+  return detail::run_command(store, line, Output::produce);
 }
 
 // Linear in the text and the base: every command costs the same on a draft however large it grows,

@@ -57,7 +57,7 @@ constexpr std::array<ClauseSpec, kClauseCount> kClauses{{
 
 // After 'input map': [pcp-map NAME] [dscp-map NAME] [unmapped COLOR], in any order, each at most once,
 // at least one map. `map_token` is the word 'map', the subject when no map is given.
-std::optional<Error> parse_input_maps(Cursor& c, const Draft& draft, std::string_view map_token, Rule& rule) {
+std::optional<Error> parse_input_maps(Cursor& c, const Store& store, std::string_view map_token, Rule& rule) {
   std::array<bool, 3> seen{};
   while (true) {
     const std::string_view key = c.peek();
@@ -77,7 +77,7 @@ std::optional<Error> parse_input_maps(Cursor& c, const Draft& draft, std::string
     const ColorMapKind kind = which == 0 ? ColorMapKind::pcp : ColorMapKind::dscp;
     const auto token = c.expect(cat("a ", color_map_kind_name(kind), " color map name"));
     if (!token) return token.error();
-    const ColorMap* map = draft.find_color_map(*token);
+    const ColorMap* map = store.find_color_map(*token);
     if (!map) return at(*token, "no such color map");
     if (map->kind != kind)
       return at(*token, cat("color map ", *token, " is a ", color_map_kind_name(map->kind), " map; ", key, " needs a ",
@@ -90,7 +90,7 @@ std::optional<Error> parse_input_maps(Cursor& c, const Draft& draft, std::string
 
 }  // namespace
 
-Expected<Rule> parse_rule_body(Cursor& c, const Draft& draft, std::string_view name) {
+Expected<Rule> parse_rule_body(Cursor& c, const Store& store, std::string_view name) {
   Rule rule;
   rule.name = std::string(name);
   auto& match = rule.match;
@@ -168,7 +168,7 @@ Expected<Rule> parse_rule_body(Cursor& c, const Draft& draft, std::string_view n
         }
         case profile:
         case parent:
-          if (!draft.find_profile(token)) return at(token, "no such profile");
+          if (!store.find_profile(token)) return at(token, "no such profile");
           if (clause == profile)
             rule.profile = std::string(token);
           else
@@ -212,7 +212,7 @@ Expected<Rule> parse_rule_body(Cursor& c, const Draft& draft, std::string_view n
             rule.input = InputColor::dscp;
           } else if (token == "map") {
             rule.input = InputColor::mapped;
-            if (auto error = parse_input_maps(c, draft, token, rule)) return *error;
+            if (auto error = parse_input_maps(c, store, token, rule)) return *error;
           } else {
             return not_a_keyword(token, cat("expected ", kExpectInput));
           }

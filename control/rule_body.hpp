@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "control/cursor.hpp"
-#include "control/draft.hpp"
+#include "control/store.hpp"
 #include "dataplane/policy.hpp"
 #include "policer/expected.hpp"
 
@@ -14,7 +14,7 @@ namespace tricolor::control::detail {
 Expected<dataplane::Action> parse_action(Cursor& c);
 
 // RULE-BODY: clauses in any order, each at most once, up to the end of the line. The profiles and
-// color maps it names must exist in `draft`.
-Expected<dataplane::Rule> parse_rule_body(Cursor& c, const Draft& draft, std::string_view name);
+// color maps it names must exist in `store`.
+Expected<dataplane::Rule> parse_rule_body(Cursor& c, const Store& store, std::string_view name);
 
 }  // namespace tricolor::control::detail

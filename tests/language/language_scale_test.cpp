@@ -217,11 +217,6 @@ TEST(LanguageScale, HundredsOfThousandsOfCommandsLoadToTheModel) {
     ASSERT_EQ(profile.params.cir, expected.kbit * 1000 / 8) << profile.name;
   }
 
-  // Printed, it loads back to itself.
-  const auto reloaded = load(print(*loaded));
-  ASSERT_TRUE(reloaded.ok()) << reloaded.error().message;
-  EXPECT_TRUE(*reloaded == *loaded);
-
   // An "in use" check that fails names the first user in rule order and counts the others.
   std::map<std::string, std::pair<std::string, std::size_t>> users;  // profile -> first user, count
   for (const ModelRule& rule : model.rules()) {
