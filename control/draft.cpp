@@ -115,6 +115,22 @@ void NamedTable<T>::erase(std::string_view name) {
   --live_;
   it->second.position = kAbsent;
   if (it->second.uses == 0) slots_.erase(it);
+  // Once holes outnumber the live items, close them up: O(live) now, so O(1) per delete over time,
+  // and memory stays in proportion to what is live (an add/delete loop does not grow it).
+  if (items_.size() > 2 * live_ + kMinCompaction) compact();
+}
+
+template <class T>
+void NamedTable<T>::compact() {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < items_.size(); ++i) {
+    if (!items_[i]) continue;
+    Slot& slot = slots_.find(std::string_view(items_[i]->name))->second;
+    if (slot.position == i) slot.position = kept;  // else a duplicate name from a base: not indexed
+    if (kept != i) items_[kept] = std::move(items_[i]);
+    ++kept;
+  }
+  items_.resize(kept);
 }
 
 template <class T>

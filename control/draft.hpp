@@ -3,7 +3,7 @@
 // command costs the same however large the policy has grown, and a text of any size loads in linear
 // time (issue 7):
 //   - profiles and color maps in definition order, found by name through an index; a delete leaves a
-//     hole that finish() skips, so nothing moves;
+//     hole, so nothing moves (holes are closed up once they outnumber the live items);
 //   - rules in a linked list, found by name through an index: adding first, last, before or after a
 //     rule, moving or deleting one moves no other rule;
 //   - how many references rules make to each profile and color map name, so "is it in use" is one
@@ -58,6 +58,8 @@ class NamedTable {
 
  private:
   static constexpr std::size_t kAbsent = SIZE_MAX;
+  static constexpr std::size_t kMinCompaction = 64;  // holes always tolerated, so small tables never compact
+  void compact();
   struct Slot {
     std::size_t position = kAbsent;  // in items_, or kAbsent: not defined, only used
     std::size_t uses = 0;

@@ -214,17 +214,5 @@ TEST(LanguageLineEndings, CrOnlyConfigIsNotOneLine) {
   EXPECT_EQ(rule_names(*loaded), std::vector<std::string>{"web"});
 }
 
-// ---- output in a loaded file ----
-
-TEST(LanguageLoadOutput, ListAndShowAreCheckedInAFile) {
-  const dataplane::Policy base = must_load(kBaseConfig);
-  EXPECT_EQ(must_load("show\nrule list\nprofile list\ncolor-map list\nrule add r profile gold\nshow\n", base),
-            must_load("rule add r profile gold\n", base));
-  EXPECT_EQ(load("rule list\nshow all\n", base).error().message,
-            "line 2: 'all': unexpected after 'show': the command ends there");
-  EXPECT_EQ(load("profile list gold\n", base).error().message,
-            "line 1: 'gold': unexpected after 'list': the command ends there");
-}
-
 }  // namespace
 }  // namespace tricolor::control
