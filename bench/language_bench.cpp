@@ -34,7 +34,8 @@ void line(Config& config, const std::string& command) {
 
 std::string profile_line(std::string_view verb, std::size_t i, std::uint64_t kbit) {
   return std::string("profile ").append(verb).append(" p").append(std::to_string(i)).append(" trtcm cir ")
-      .append(std::to_string(kbit)).append("kbit cbs 64k pir ").append(std::to_string(2 * kbit)).append("kbit pbs 128k");
+      .append(std::to_string(kbit)).append("kbit cbs 64k pir ").append(std::to_string(2 * kbit))
+      .append("kbit pbs 128k");
 }
 
 // A customer rule: its own /24 or /32, sometimes a protocol and ports, a remark for yellow.

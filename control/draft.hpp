@@ -58,7 +58,7 @@ class NamedTable {
 
  private:
   static constexpr std::size_t kAbsent = SIZE_MAX;
-  static constexpr std::size_t kMinCompaction = 64;  // holes always tolerated, so small tables never compact
+  static constexpr std::size_t kMinCompaction = 64;  // holes always tolerated: small tables never compact
   void compact();
   struct Slot {
     std::size_t position = kAbsent;  // in items_, or kAbsent: not defined, only used

@@ -137,7 +137,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"profile add p srtcm cbs 64k cir 10kpps", "10kpps",
                   "'10kpps': srtcm's cir and cbs must both be in packets or both in bytes (cbs '64k' is in bytes)"},
         ErrorCase{"profile add p trtcm cir 10kpps cbs 10pkt pir 100mbit pbs 10pkt", "100mbit",
-                  "'100mbit': trtcm's pir and cir must both be in packets or both in bytes (cir '10kpps' is in packets)"},
+                  "'100mbit': trtcm's pir and cir must both be in packets or both in bytes (cir '10kpps' is in "
+                  "packets)"},
         ErrorCase{"profile add p 1r2c cir 1mbit cbs 0pkt", "0pkt",
                   "'0pkt': 1r2c's cbs and cir must both be in packets or both in bytes (cir '1mbit' is in bytes)"},
         // policer::validate, pointed at the parameter's value, or naming the missing parameter.

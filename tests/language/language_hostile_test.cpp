@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "control/language.hpp"
 #include "language_test_support.hpp"
@@ -138,7 +139,8 @@ INSTANTIATE_TEST_SUITE_P(
         // A UTF-8 byte order mark before the first command word, a no-break space inside a token.
         Hostile{"\xef\xbb\xbfprofile add p srtcm cir 1mbit cbs 1k", "\xef\xbb\xbfprofile",
                 R"('\xef\xbb\xbfprofile': )" + std::string(kUnknownCommand)},
-        Hostile{"rule add r profile\xc2\xa0gold", "profile\xc2\xa0gold", R"('profile\xc2\xa0gold': )" + std::string(kClauses)},
+        Hostile{"rule add r profile\xc2\xa0gold", "profile\xc2\xa0gold",
+                R"('profile\xc2\xa0gold': )" + std::string(kClauses)},
         Hostile{"rule add r profile gold\xc2\xa0", "gold\xc2\xa0", R"('gold\xc2\xa0': no such profile)"},
         // Quotes and backslashes in a token.
         Hostile{R"(rule add r profile it's\)", R"(it's\)", R"('it\'s\\': no such profile)"},
@@ -153,7 +155,8 @@ TEST(UnitsHostile, ParseRateAndBurstQuoteTheirText) {
   ASSERT_FALSE(rate.ok());
   EXPECT_EQ(rate.error().subject, "10\x1b]0;x\x07");
   EXPECT_EQ(rate.error().message,
-            R"('10\x1b]0;x\x07': unknown unit '\x1b]0;x\x07'; expected bit, kbit, mbit, gbit, tbit, pps, kpps, mpps, gpps)");
+            R"('10\x1b]0;x\x07': unknown unit '\x1b]0;x\x07'; expected bit, kbit, mbit, gbit, tbit, pps, kpps, )"
+            R"(mpps, gpps)");
   const auto burst = policer::parse_burst(k10MB);
   ASSERT_FALSE(burst.ok());
   EXPECT_EQ(burst.error().message,
