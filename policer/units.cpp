@@ -3,6 +3,8 @@
 #include <array>
 #include <string>
 
+#include "policer/quote.hpp"
+
 namespace tricolor::policer {
 namespace {
 
@@ -47,11 +49,9 @@ bool equals_ignoring_case(std::string_view a, std::string_view b) {
   return true;
 }
 
+// "'<text>': <what>", the text quoted short and printable (quote.hpp); the subject is the text as given.
 Error error(std::string_view text, const std::string& what) {
-  // Appended piecewise: GCC 12 warns falsely (-Wrestrict) on "'" + std::string(...).
-  std::string message(1, '\'');
-  message.append(text).append("': ").append(what);
-  return Error{std::string(text), std::move(message)};
+  return Error{std::string(text), quote(text).append(": ").append(what)};
 }
 
 // Splits "12.5kbit" into an exact number (mantissa / 10^decimals) and the suffix, then scales.
@@ -98,7 +98,7 @@ Expected<Quantity> parse_quantity(std::string_view text, const std::array<Suffix
   if (kind == "rate" && (suffix.size() >= 3 && equals_ignoring_case(suffix.substr(suffix.size() - 3), "bps")))
     return error(text, "'bps' is ambiguous (tc reads it as bytes/s); write the rate in bit, kbit, mbit, gbit or tbit");
   if (suffix.empty()) return error(text, std::string(kind) + " needs a unit: " + std::string(expected_units));
-  return error(text, "unknown unit '" + std::string(suffix) + "'; expected " + std::string(expected_units));
+  return error(text, "unknown unit " + quote(suffix) + "; expected " + std::string(expected_units));
 }
 
 }  // namespace

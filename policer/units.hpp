@@ -3,6 +3,7 @@
 //   rates:  bit kbit mbit gbit tbit (SI, k = 1000; must come to whole bytes/s), pps kpps mpps gpps
 //   bursts: b (or no suffix) k m g (k = 1024, as tc), optionally followed by "b"; pkt for packets
 // Decimals are accepted when they come to a whole number: "1.5k" = 1536 bytes, "2.5kpps" = 2500.
+// An error quotes the text with quote() (policer/quote.hpp); its subject is the text as given.
 #include <cstdint>
 #include <string_view>
 

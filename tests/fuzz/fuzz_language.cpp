@@ -1,7 +1,8 @@
 // libFuzzer target for the command language: the input is config text.
 //  - load() it; when it loads, print() must load back to the same policy and print the same text;
-//  - execute() it line by line on one policy: a failed command must leave the policy as it was, every
-//    error must name its token, and the policy reached must print back to itself too.
+//  - execute() it line by line (lines end at LF, CR LF or a lone CR, as load() reads them) on one
+//    policy: a failed command must leave the policy as it was, every error must name its token, quoted,
+//    and be one line of printable ASCII, and the policy reached must print back to itself too.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -10,12 +11,14 @@
 #include <string_view>
 
 #include "control/language.hpp"
+#include "policer/quote.hpp"
 
 namespace {
 
 using tricolor::control::execute;
 using tricolor::control::load;
 using tricolor::control::print;
+using tricolor::quote;
 using tricolor::dataplane::Policy;
 
 void check(bool condition) {
@@ -43,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Policy policy;
   bool all_ok = true;
   for (std::size_t start = 0; start <= text.size();) {
-    const std::size_t end = std::min(text.find('\n', start), text.size());
+    const std::size_t end = std::min(text.find_first_of("\r\n", start), text.size());
     const std::string_view line = text.substr(start, end - start);
     const Policy before = policy;
     const auto result = execute(policy, line);
@@ -53,9 +56,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto& error = result.error();
       check(!error.message.empty());
       // "'<subject>': ..." for a token; a missing token has an empty subject.
-      if (!error.subject.empty()) check(error.message.rfind("'" + error.subject + "': ", 0) == 0);
+      if (!error.subject.empty()) check(error.message.rfind(quote(error.subject) + ": ", 0) == 0);
+      // At most a few quoted tokens (each at most 64 bytes shown, 4 characters a byte) and fixed text.
+      check(error.message.size() < 1024);
+      check(std::all_of(error.message.begin(), error.message.end(), [](char c) { return c >= 0x20 && c <= 0x7e; }));
     }
-    start = end + 1;
+    start = end + (text.compare(end, 2, "\r\n") == 0 ? 2 : 1);
   }
   // Lines that load() runs are the same lines: the same policy when every one succeeded.
   check(all_ok == loaded.ok());

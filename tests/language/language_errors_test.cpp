@@ -40,8 +40,10 @@ TEST_P(LanguageError, NamesTheTokenAndLeavesThePolicyUnchanged) {
 const std::string kLongName(65, 'a');
 const std::string kLongNameProfile = "profile add " + kLongName + " srtcm cir 1mbit cbs 1k";
 const std::string kLongNameRule = "rule add " + kLongName + " profile gold";
-const std::string kLongNameMessage = "'" + kLongName + "': a profile name is at most 64 characters; this one has 65";
-const std::string kLongRuleMessage = "'" + kLongName + "': a rule name is at most 64 characters; this one has 65";
+// A token is quoted up to 64 bytes (policer/quote.hpp), then its length.
+const std::string kLongNameQuoted = "'" + std::string(64, 'a') + "'... (65 bytes)";
+const std::string kLongNameMessage = kLongNameQuoted + ": a profile name is at most 64 characters; this one has 65";
+const std::string kLongRuleMessage = kLongNameQuoted + ": a rule name is at most 64 characters; this one has 65";
 
 constexpr std::string_view kClauses =
     "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, per, timeout, capacity, "
@@ -131,13 +133,14 @@ INSTANTIATE_TEST_SUITE_P(
                   "'12bit': is not a whole number of bytes per second; give a multiple of 8 bit/s"},
         // Unit kinds mixed within a profile.
         ErrorCase{"profile add p srtcm cir 10kpps cbs 64k", "64k",
-                  "'64k': srtcm's cbs and cir must both be in packets or both in bytes (cir 10kpps is in packets)"},
+                  "'64k': srtcm's cbs and cir must both be in packets or both in bytes (cir '10kpps' is in packets)"},
         ErrorCase{"profile add p srtcm cbs 64k cir 10kpps", "10kpps",
-                  "'10kpps': srtcm's cir and cbs must both be in packets or both in bytes (cbs 64k is in bytes)"},
+                  "'10kpps': srtcm's cir and cbs must both be in packets or both in bytes (cbs '64k' is in bytes)"},
         ErrorCase{"profile add p trtcm cir 10kpps cbs 10pkt pir 100mbit pbs 10pkt", "100mbit",
-                  "'100mbit': trtcm's pir and cir must both be in packets or both in bytes (cir 10kpps is in packets)"},
+                  "'100mbit': trtcm's pir and cir must both be in packets or both in bytes (cir '10kpps' is in "
+                  "packets)"},
         ErrorCase{"profile add p 1r2c cir 1mbit cbs 0pkt", "0pkt",
-                  "'0pkt': 1r2c's cbs and cir must both be in packets or both in bytes (cir 1mbit is in bytes)"},
+                  "'0pkt': 1r2c's cbs and cir must both be in packets or both in bytes (cir '1mbit' is in bytes)"},
         // policer::validate, pointed at the parameter's value, or naming the missing parameter.
         ErrorCase{"profile add p 1r2c cir 0bit cbs 1k", "0bit", "'0bit': 1r2c: cir must be greater than 0"},
         ErrorCase{"profile add p 1r2c cbs 1k", "", "missing 'cir RATE' (1r2c: cir must be greater than 0)"},
@@ -364,7 +367,7 @@ TEST_P(LanguageMapError, NamesTheTokenAndLeavesThePolicyUnchanged) {
 }
 
 const std::string kLongMapName = "color-map add " + kLongName + " dscp red 1";
-const std::string kLongMapMessage = "'" + kLongName + "': a color map name is at most 64 characters; this one has 65";
+const std::string kLongMapMessage = kLongNameQuoted + ": a color map name is at most 64 characters; this one has 65";
 constexpr std::string_view kNameSyntax = "a letter, then up to 63 letters, digits, '_', '.' or '-'";
 constexpr std::string_view kDscpValues =
     "expected DSCP values 0-63, ranges N-M or names (be, df, cs0-cs7, af11-af43, ef, va) separated by commas";

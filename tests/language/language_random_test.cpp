@@ -11,6 +11,7 @@
 
 #include "control/language.hpp"
 #include "control/language_internal.hpp"
+#include "policer/quote.hpp"
 
 namespace tricolor::control {
 namespace {
@@ -363,22 +364,39 @@ TEST(LanguageRandom, ReachablePoliciesPrintBackAndFailuresChangeNothing) {
   for (int seed = 0; seed < kPolicies; ++seed) {
     CommandGenerator generate(static_cast<std::uint64_t>(seed));
     Policy policy;
+    // execute() edits the policy in place, load() runs a text on its indexed draft: the commands that
+    // succeed one by one load as a text to the same policy, and one that fails fails there too.
+    std::string succeeded_text;
+    std::size_t succeeded_lines = 0;
     for (int i = 0; i < kCommandsPerPolicy; ++i) {
       const std::string line = generate.command(policy);
       const Policy before = policy;
       const auto result = execute(policy, line);
       if (result.ok()) {
         ++succeeded;
+        succeeded_text.append(line).append("\n");
+        ++succeeded_lines;
       } else {
         ++failed;
         if (std::getenv("LANGUAGE_RANDOM_VERBOSE")) std::cerr << result.error().message << "\n";
         ASSERT_EQ(policy, before) << "changed by a failed command: " << line;
         ASSERT_FALSE(result.error().message.empty());
-        ASSERT_EQ(result.error().message.find('\'' + result.error().subject + '\''),
-                  result.error().subject.empty() ? std::string::npos : 0u)
+        // A token's error starts with it, quoted (policer/quote.hpp); a missing token's has no subject
+        // and quotes no empty token.
+        const std::string& subject = result.error().subject;
+        ASSERT_EQ(result.error().message.find(subject.empty() ? "''" : quote(subject) + ": "),
+                  subject.empty() ? std::string::npos : 0u)
             << result.error().message;
+        const auto in_text = load(succeeded_text + line);
+        ASSERT_FALSE(in_text.ok()) << succeeded_text << line;
+        ASSERT_EQ(in_text.error().message,
+                  "line " + std::to_string(succeeded_lines + 1) + ": " + result.error().message);
+        ASSERT_EQ(in_text.error().subject, subject);
       }
     }
+    const auto as_text = load(succeeded_text);
+    ASSERT_TRUE(as_text.ok()) << succeeded_text << as_text.error().message;
+    ASSERT_EQ(*as_text, policy) << succeeded_text;
     rules += policy.rules.size();
     profiles += policy.profiles.size();
     maps += policy.color_maps.size();
