@@ -1,4 +1,5 @@
 #include "control/policy_file.hpp"
+#include "policer/quote.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -34,7 +35,7 @@ std::string mebibytes(std::size_t bytes) {
 }  // namespace
 
 Expected<std::string> read_policy_file(const std::string& path, std::size_t max_bytes) {
-  auto failure = [&](const std::string& what) { return Error{path, "policy '" + path + "': " + what}; };
+  auto failure = [&](const std::string& what) { return Error{path, "policy " + quote(path, kQuotePathMaxBytes) + ": " + what}; };
   // O_NONBLOCK: opening a FIFO with no writer returns at once (and is then refused as a FIFO).
   Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)};
   if (file.fd < 0) return failure(std::string("cannot open: ") + std::strerror(errno));

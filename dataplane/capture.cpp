@@ -30,6 +30,8 @@
 #include <string_view>
 #include <utility>
 
+#include "policer/quote.hpp"
+
 namespace tricolor::dataplane {
 namespace {
 
@@ -115,7 +117,7 @@ struct PcapCloser {
 using PcapPtr = std::unique_ptr<pcap_t, PcapCloser>;
 
 Error capture_error(const std::string& name, const std::string& what) {
-  return Error{name, "capture " + name + ": " + what};
+  return Error{name, "capture " + quote(name, kQuotePathMaxBytes) + ": " + what};
 }
 
 std::string hex32(std::uint32_t value) {
@@ -831,7 +833,7 @@ class PcapWriter final : public CaptureWriter {
 
   Expected<bool> close() override {
     if (dumper_ == nullptr) {
-      return Error{path_, "capture " + path_ + " is already closed"};
+      return Error{path_, "capture " + quote(path_, kQuotePathMaxBytes) + " is already closed"};
     }
     int error = write_errno_;
     if (pcap_dump_flush(dumper_) != 0 && error == 0) {
@@ -843,7 +845,7 @@ class PcapWriter final : public CaptureWriter {
     pcap_dump_close(dumper_);
     dumper_ = nullptr;
     if (error != 0) {
-      return Error{path_, "cannot write capture " + path_ + ": " + std::strerror(error)};
+      return Error{path_, "cannot write capture " + quote(path_, kQuotePathMaxBytes) + ": " + std::strerror(error)};
     }
     return true;
   }
@@ -878,7 +880,7 @@ Expected<std::unique_ptr<CaptureReader>> CaptureReader::open_bytes(std::vector<s
 Expected<std::unique_ptr<CaptureWriter>> CaptureWriter::open(const std::string& path) {
   PcapPtr dead(pcap_open_dead_with_tstamp_precision(DLT_EN10MB, kWriterSnapLength, PCAP_TSTAMP_PRECISION_NANO));
   if (!dead) {
-    return Error{path, "cannot write capture " + path + ": libpcap could not start a writer"};
+    return Error{path, "cannot write capture " + quote(path, kQuotePathMaxBytes) + ": libpcap could not start a writer"};
   }
   pcap_dumper_t* dumper = pcap_dump_open(dead.get(), path.c_str());
   if (dumper == nullptr) {
@@ -887,7 +889,7 @@ Expected<std::unique_ptr<CaptureWriter>> CaptureWriter::open(const std::string& 
     if (reason.starts_with(path + ": ")) {
       reason.erase(0, path.size() + 2);
     }
-    return Error{path, "cannot write capture " + path + ": " + reason};
+    return Error{path, "cannot write capture " + quote(path, kQuotePathMaxBytes) + ": " + reason};
   }
   return std::unique_ptr<CaptureWriter>(std::make_unique<PcapWriter>(path, std::move(dead), dumper));
 }

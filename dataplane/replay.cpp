@@ -31,6 +31,7 @@
 #include "dataplane/parse.hpp"
 #include "dataplane/replay_files.hpp"
 #include "dataplane/replay_report.hpp"
+#include "policer/quote.hpp"
 
 namespace {
 
@@ -43,6 +44,9 @@ constexpr int kExitUsage = 1;  // the command line is wrong
 constexpr int kExitInput = 2;  // a policy, capture or output that cannot be used
 // --top-keys: no rule holds more keys than the largest capacity (2^28); --all-keys lists them all.
 constexpr std::uint64_t kMaxTopKeys = std::uint64_t{1} << 28;
+
+// A path in a message: quoted, escaped (see policer/quote.hpp).
+std::string path_text(const std::string& path) { return quote(path, kQuotePathMaxBytes); }
 
 [[noreturn]] void fail(const std::string& message) {
   std::cerr << "tricolor-replay: " << message << "\n";
@@ -67,9 +71,9 @@ std::size_t parse_top_keys(const std::string& text) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
   if (!digits || end != text.data() + text.size())
-    usage_error("--top-keys '" + text + "': expected a number of keys, 0 or more (--all-keys lists every key)");
+    usage_error("--top-keys " + quote(text) + ": expected a number of keys, 0 or more (--all-keys lists every key)");
   if (ec == std::errc::result_out_of_range || value > kMaxTopKeys)
-    usage_error("--top-keys '" + text + "': at most " + std::to_string(kMaxTopKeys) +
+    usage_error("--top-keys " + quote(text) + ": at most " + std::to_string(kMaxTopKeys) +
                 ", the most keys a rule can hold (--all-keys lists every key)");
   return static_cast<std::size_t>(value);
 }
@@ -96,7 +100,7 @@ void warn_wrapped_timestamps(const std::string& path, const CaptureWriter::OutOf
   std::tm utc{};
   char first[64] = "?";
   if (gmtime_r(&seconds, &utc) != nullptr) std::strftime(first, sizeof first, "%Y-%m-%d %H:%M:%S UTC", &utc);
-  std::cerr << "tricolor-replay: warning: --out '" << path << "': " << wrapped.count
+  std::cerr << "tricolor-replay: warning: --out " << path_text(path) << ": " << wrapped.count
             << (wrapped.count == 1 ? " packet is" : " packets are") << " stamped after 2106-02-07 06:28:15 UTC (the first "
             << first << "), beyond pcap's 32-bit seconds; the file holds their times minus 2^32 s (136 years)\n";
 }
@@ -111,7 +115,7 @@ int run(Options& o) {
   if (!o.demo_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.demo_dir, ec);
-    if (ec) fail("cannot create '" + o.demo_dir + "': " + ec.message());
+    if (ec) fail("cannot create " + path_text(o.demo_dir) + ": " + ec.message());
     o.policy_path = o.demo_dir + "/demo.policy";
     o.capture_path = o.demo_dir + "/demo.pcap";
     o.out_path = o.demo_dir + "/forwarded.pcap";
@@ -140,7 +144,7 @@ int run(Options& o) {
   auto text = control::read_policy_file(o.policy_path);
   if (!text) fail(text.error().message);
   auto policy = control::load(*text);
-  if (!policy) fail("policy '" + o.policy_path + "': " + policy.error().message);
+  if (!policy) fail("policy " + path_text(o.policy_path) + ": " + policy.error().message);
   text = std::string();  // the policy is loaded: free its text
   auto reader = CaptureReader::open(o.capture_path);
   if (!reader) fail(reader.error().message);
@@ -154,7 +158,7 @@ int run(Options& o) {
   std::ofstream csv;
   if (!o.csv_path.empty()) {
     csv.open(o.csv_path);
-    if (!csv) fail("cannot write '" + o.csv_path + "': " + std::strerror(errno));
+    if (!csv) fail("cannot write " + path_text(o.csv_path) + ": " + std::strerror(errno));
     csv << "index,rule,key,in_color,out_color,action\n";
   }
 
@@ -167,7 +171,7 @@ int run(Options& o) {
   pending = more ? 1 : 0;
   const std::uint64_t start = more ? records[0].timestamp_ns : 0;
   auto engine = Engine::create(*policy, *policer::TickRate::make(kTicksPerSecond), start);
-  if (!engine) fail("policy '" + o.policy_path + "': " + engine.error().message);
+  if (!engine) fail("policy " + path_text(o.policy_path) + ": " + engine.error().message);
 
   std::uint64_t index = 0;
   PacketView views[kBurst];
@@ -201,7 +205,7 @@ int run(Options& o) {
 
   const bool truncated = (*reader)->truncated();
   if (truncated)
-    std::cerr << "tricolor-replay: '" << o.capture_path << "': reading stopped after " << index << " packets ("
+    std::cerr << "tricolor-replay: " << path_text(o.capture_path) << ": reading stopped after " << index << " packets ("
               << (*reader)->stop_reason() << "); the results cover what was read\n";
   if (writer) {
     if (auto closed = writer->close(); !closed) fail(closed.error().message);
@@ -210,15 +214,15 @@ int run(Options& o) {
   if (csv.is_open()) {
     errno = 0;
     csv.close();
-    if (!csv) fail("cannot write '" + o.csv_path + "': " + std::strerror(errno != 0 ? errno : EIO));
+    if (!csv) fail("cannot write " + path_text(o.csv_path) + ": " + std::strerror(errno != 0 ? errno : EIO));
   }
   if (!o.json_path.empty()) {
     std::ofstream json(o.json_path);
-    if (!json) fail("cannot write '" + o.json_path + "': " + std::strerror(errno));
+    if (!json) fail("cannot write " + path_text(o.json_path) + ": " + std::strerror(errno));
     write_summary_json(**engine, SummaryOptions{index, truncated, top_keys, o.all_keys}, json);
     errno = 0;
     json.close();
-    if (!json) fail("cannot write '" + o.json_path + "': " + std::strerror(errno != 0 ? errno : EIO));
+    if (!json) fail("cannot write " + path_text(o.json_path) + ": " + std::strerror(errno != 0 ? errno : EIO));
   }
   if (o.table) {
     print_table(**engine, std::cout);

@@ -1,4 +1,5 @@
 #include "dataplane/replay_files.hpp"
+#include "policer/quote.hpp"
 
 #include <sys/stat.h>
 
@@ -41,7 +42,7 @@ Identity identify(const std::string& path) {
   return id;
 }
 
-std::string named(const NamedFile& f) { return f.option + " '" + f.path + "'"; }
+std::string named(const NamedFile& f) { return f.option + " " + quote(f.path, kQuotePathMaxBytes); }
 
 }  // namespace
 

@@ -11,7 +11,7 @@
 //   - every other byte (controls, DEL, each byte >= 0x80, so each byte of a UTF-8 sequence) as \xNN,
 //     two lower-case hex digits: a NUL is '\x00', ESC ] 0 ; t BEL is '\x1b]0;t\x07', a no-break space
 //     '\xc2\xa0';
-//   - at most kQuoteMaxBytes bytes of the text; a longer text is cut there and the closing quote is
+//   - at most kQuoteMaxBytes bytes of the text (kQuotePathMaxBytes for a path); a longer text is cut there and the closing quote is
 //     followed by "... (N bytes)", N its whole length: 'aaaa...a'... (10485760 bytes).
 // So a quoted text that ends in its closing quote is the whole text, and the result is at most
 // 2 + 4 * 64 + 30 characters.
@@ -23,10 +23,13 @@ namespace tricolor {
 
 // The longest name the command language accepts (64) shows whole.
 inline constexpr std::size_t kQuoteMaxBytes = 64;
+// A file path shows whole up to this length (paths are longer than names, and an operator needs the
+// file name at their end).
+inline constexpr std::size_t kQuotePathMaxBytes = 256;
 
-inline std::string quote(std::string_view text) {
+inline std::string quote(std::string_view text, std::size_t max_bytes = kQuoteMaxBytes) {
   static constexpr char kHex[] = "0123456789abcdef";
-  const std::string_view shown = text.substr(0, kQuoteMaxBytes);
+  const std::string_view shown = text.substr(0, max_bytes);
   std::string out;
   out.reserve(shown.size() + 2);
   out += '\'';

@@ -29,7 +29,7 @@ TEST(CaptureOpen, MissingFile) {
   auto reader = CaptureReader::open(path);
   ASSERT_FALSE(reader);
   EXPECT_EQ(reader.error().subject, path);
-  EXPECT_EQ(reader.error().message, "capture " + path + ": cannot open: No such file or directory");
+  EXPECT_EQ(reader.error().message, "capture '" + path + "': cannot open: No such file or directory");
 }
 
 TEST(CaptureOpen, Directory) {
@@ -37,14 +37,14 @@ TEST(CaptureOpen, Directory) {
   const std::string path = scratch.directory();
   auto reader = CaptureReader::open(path);
   ASSERT_FALSE(reader);
-  EXPECT_EQ(reader.error().message, "capture " + path + ": is a directory, not a capture file");
+  EXPECT_EQ(reader.error().message, "capture '" + path + "': is a directory, not a capture file");
 }
 
 TEST(CaptureOpen, EmptyFile) {
   expect_refused(Bytes{}, "is empty, not a capture");
   auto reader = CaptureReader::open_bytes({});
   ASSERT_FALSE(reader);
-  EXPECT_EQ(reader.error().message, "capture <memory>: is empty, not a capture");
+  EXPECT_EQ(reader.error().message, "capture '<memory>': is empty, not a capture");
 }
 
 TEST(CaptureOpen, TooShortForAMagicNumber) {

@@ -208,14 +208,14 @@ TEST(CaptureWriter, PathInAMissingDirectoryFailsAtOpen) {
   auto writer = CaptureWriter::open(path);
   ASSERT_FALSE(writer);
   EXPECT_EQ(writer.error().subject, path);
-  EXPECT_EQ(writer.error().message, "cannot write capture " + path + ": No such file or directory");
+  EXPECT_EQ(writer.error().message, "cannot write capture '" + path + "': No such file or directory");
 }
 
 TEST(CaptureWriter, DirectoryFailsAtOpen) {
   ScratchDirectory scratch;
   auto writer = CaptureWriter::open(scratch.directory());
   ASSERT_FALSE(writer);
-  EXPECT_TRUE(contains(writer.error().message, scratch.directory() + ": Is a directory")) << writer.error().message;
+  EXPECT_TRUE(contains(writer.error().message, scratch.directory() + "': Is a directory")) << writer.error().message;
 }
 
 TEST(CaptureWriter, FullDiskFailsAtClose) {
@@ -232,7 +232,7 @@ TEST(CaptureWriter, FullDiskFailsAtClose) {
     auto closed = (*writer)->close();
     ASSERT_FALSE(closed);
     EXPECT_EQ(closed.error().subject, "/dev/full");
-    EXPECT_EQ(closed.error().message, "cannot write capture /dev/full: No space left on device");
+    EXPECT_EQ(closed.error().message, "cannot write capture '/dev/full': No space left on device");
   }
 }
 

@@ -101,6 +101,25 @@ if os.geteuid() == 0:  # root reads any file: run the case as nobody
 check("unreadable policy", run(["--policy", locked, "--in", capture], preexec=drop_privileges), INPUT,
       "cannot open: Permission denied")
 
+# ---- findings 13 and 14: messages show hostile text quoted and escaped; any line ending loads ---------
+hostile = write("hostile.policy", "profile add p 1r2c cir 1mbit cbs 10k\nrule add x\x1b]0;owned\x07 profile p\n" +
+                "rule add y proto " + "u" * 10_000_000 + "\n")
+result = run(["--policy", hostile, "--in", capture])
+check("escape sequence in a rule name", result, INPUT, "line 2:", r"'x\x1b]0;owned\x07'")
+if "\x1b" in result.stderr or "\x07" in result.stderr or len(result.stderr) > 500:
+    failures.append(f"escape sequence in a rule name: stderr is not short printable text: {result.stderr[:200]!r}")
+os.mkdir(path("odd\x1b[31mdir"))
+result = run(["--policy", path("odd\x1b[31mdir"), "--in", capture])
+check("escape sequence in a path", result, INPUT, r"odd\x1b[31mdir'", "is a directory")
+if "\x1b" in result.stderr:
+    failures.append(f"escape sequence in a path reached the terminal: {result.stderr!r}")
+for name, ending in (("LF", "\n"), ("CR LF", "\r\n"), ("CR", "\r")):
+    text = POLICY_TEXT.replace("\n", ending)
+    check(f"policy with {name} line ends", run(["--policy", write("ends.policy", text), "--in", capture]), 0)
+    bad = ending.join(["profile add p 1r2c cir 1mbit cbs 10k", "# fine", "rule add r proto udpx profile p", ""])
+    check(f"error with {name} line ends", run(["--policy", write("ends.policy", bad), "--in", capture]), INPUT,
+          "line 3: 'udpx'")
+
 # ---- finding 5: an output that is an input or another output, however spelt ------------------------
 # Inputs of their own: a regression here destroys them, and the cases after this section need theirs.
 policy, capture = write("victim.policy", POLICY_TEXT), write_pcap("victim.pcap", [frame(i) for i in range(100)])
