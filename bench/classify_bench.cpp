@@ -9,7 +9,7 @@
 //
 // BM_build/<shape>/<entries>: what building a rule set of that many trie entries costs, per shape
 // (the figures behind kDefaultMaxClassifierEntries): build time and peak memory, each build in a
-// forked child so that its peak is its own (build_ms: wall time; build_cpu_ms: the child's CPU time,
+// child process (this program again, its own EAL) so that its peak is its own (build_ms: wall time; build_cpu_ms: the child's CPU time,
 // steadier on a busy machine; peak_mib: growth of the child's peak resident set over
 // its start, C heap and DPDK heap together; dpdk_mib: DPDK heap taken by the run-time tables, which
 // in tricolor-replay come from a 2 GiB heap). Shapes:
@@ -31,9 +31,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <string_view>
 #include <memory>
 #include <string>
 #include <vector>
@@ -243,6 +245,7 @@ struct BuildFigures {
   double peak_mib = 0;
   double dpdk_mib = 0;
   double entries = 0;
+  double rules = 0;
   char error[1024] = {};
 };
 
@@ -260,32 +263,52 @@ std::size_t dpdk_heap_bytes() {
   return stats.heap_allocsz_bytes;
 }
 
-// One build in a forked child: its own peak (the kernel's high-water mark, reset at its start).
-BuildFigures build_in_child(const std::vector<Rule>& rules) {
+constexpr std::string_view kBuildChild = "--build-child=";  // SHAPE:ENTRIES, see build_child()
+
+// The child: its own EAL, the rules made, then one build measured, the figures written to stdout as
+// raw bytes. A fresh process, not a fork: DPDK's heap (a shared memfd with --no-huge) would be shared
+// with the parent while its bookkeeping is not, and the peak is the child's own.
+int build_child(std::string_view spec) {
+  const int shape = std::atoi(std::string(spec.substr(0, spec.find(':'))).c_str());
+  const auto entries = static_cast<std::size_t>(std::atoll(std::string(spec.substr(spec.find(':') + 1)).c_str()));
+  auto eal = MemoryOnlyEal::init("tricolor-bench-classify-build");
+  if (!eal) return 1;
+  const auto rules = shaped_rules(shape, entries);
+  { std::ofstream("/proc/self/clear_refs") << "5"; }  // VmHWM := VmRSS
+  BuildFigures f;
+  const std::size_t rss = status_kib("VmRSS:"), dpdk = dpdk_heap_bytes();
+  const double cpu_before = cpu_ms();
+  const auto started = std::chrono::steady_clock::now();
+  auto classifier = Classifier::build(rules, ClassifierLimits{SIZE_MAX});
+  f.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  f.cpu_ms = cpu_ms() - cpu_before;
+  f.peak_mib = static_cast<double>(status_kib("VmHWM:") - rss) / 1024;
+  f.dpdk_mib = (static_cast<double>(dpdk_heap_bytes()) - static_cast<double>(dpdk)) / (1 << 20);
+  f.rules = static_cast<double>(rules.size());
+  if (classifier) f.entries = static_cast<double>((*classifier)->entries());
+  else std::snprintf(f.error, sizeof f.error, "%s", classifier.error().message.c_str());
+  return std::fwrite(&f, sizeof f, 1, stdout) == 1 ? 0 : 1;
+}
+
+// One build in a child process (this program again, with kBuildChild).
+BuildFigures build_in_child(int shape, std::size_t entries) {
   BuildFigures figures;
+  std::snprintf(figures.error, sizeof figures.error, "the child failed");
   int fds[2];
   if (pipe(fds) != 0) return figures;
+  const std::string spec = std::string(kBuildChild) + std::to_string(shape) + ":" + std::to_string(entries);
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
     close(fds[0]);
-    { std::ofstream("/proc/self/clear_refs") << "5"; }  // VmHWM := VmRSS
-    BuildFigures f;
-    const std::size_t rss = status_kib("VmRSS:"), dpdk = dpdk_heap_bytes();
-    const double cpu_before = cpu_ms();
-    const auto started = std::chrono::steady_clock::now();
-    auto classifier = Classifier::build(rules, ClassifierLimits{SIZE_MAX});
-    f.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-    f.cpu_ms = cpu_ms() - cpu_before;
-    f.peak_mib = static_cast<double>(status_kib("VmHWM:") - rss) / 1024;
-    f.dpdk_mib = (static_cast<double>(dpdk_heap_bytes()) - static_cast<double>(dpdk)) / (1 << 20);
-    if (classifier) f.entries = static_cast<double>((*classifier)->entries());
-    else std::snprintf(f.error, sizeof f.error, "%s", classifier.error().message.c_str());
-    if (write(fds[1], &f, sizeof f) != sizeof f) _exit(1);
-    _exit(0);
+    close(fds[1]);
+    execl("/proc/self/exe", "tricolor-bench-classify", spec.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
   }
   close(fds[1]);
-  if (read(fds[0], &figures, sizeof figures) != sizeof figures) std::snprintf(figures.error, sizeof figures.error, "the child died");
+  BuildFigures f;
+  if (read(fds[0], &f, sizeof f) == sizeof f) figures = f;
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -293,9 +316,8 @@ BuildFigures build_in_child(const std::vector<Rule>& rules) {
 }
 
 void BM_build(benchmark::State& state) {
-  const auto rules = shaped_rules(static_cast<int>(state.range(0)), static_cast<std::size_t>(state.range(1)));
   BuildFigures f;
-  for (auto _ : state) f = build_in_child(rules);
+  for (auto _ : state) f = build_in_child(static_cast<int>(state.range(0)), static_cast<std::size_t>(state.range(1)));
   if (f.error[0] != 0) {
     state.SkipWithError(f.error);
     return;
@@ -305,7 +327,7 @@ void BM_build(benchmark::State& state) {
   state.counters["peak_mib"] = f.peak_mib;
   state.counters["dpdk_mib"] = f.dpdk_mib;
   state.counters["entries"] = f.entries;
-  state.counters["rules"] = static_cast<double>(rules.size());
+  state.counters["rules"] = f.rules;
 }
 
 BENCHMARK(BM_classify_acl)->Arg(10)->Arg(1024)->Arg(10240)->Unit(benchmark::kMicrosecond);
@@ -318,6 +340,7 @@ BENCHMARK(BM_build)
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string_view(argv[1]).starts_with(kBuildChild)) return build_child(std::string_view(argv[1]).substr(kBuildChild.size()));
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   auto eal = MemoryOnlyEal::init("tricolor-bench-classify");

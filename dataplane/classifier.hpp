@@ -29,10 +29,10 @@ inline constexpr std::uint32_t kNoRule = UINT32_MAX;
 inline constexpr std::size_t kMaxEntriesPerRule = 65536;
 
 // The trie entries of a whole rule set (both families), by default; an operator may raise it. rte_acl's
-// build time and memory grow with the entries, and with their shape: the worst shape measured
-// (disjoint source ports crossed with DSCP blocks) takes ~4 s and a 640 MiB peak at this many entries,
-// 1.2 GiB at 256 Ki and 5 GiB at 1 Mi; 10 Ki operator-like rules are 12 790 entries (README,
-// "Classifier limits"; bench/classify_bench.cpp, BM_build).
+// build time and memory grow with the entries, and with their shape: the worst shape measured (as
+// many disjoint source ports as a rule can have, crossed with DSCP blocks) takes about 5 KiB and
+// 30 us per entry, so ~4 s and a 640 MiB peak at this many, 5 GiB at 1 Mi; 10 Ki operator-like rules
+// are 12 790 entries (README, "Classifier limits"; bench/classify_bench.cpp, BM_build).
 inline constexpr std::size_t kDefaultMaxClassifierEntries = 131072;
 
 struct ClassifierLimits {

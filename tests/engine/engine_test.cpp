@@ -256,17 +256,19 @@ TEST(Engine, AnUpdateThatRunsOutOfMemoryChangesNothing) {
   Policy big = policy;
   for (int i = 0; i < 50000; ++i)
     big.profiles.push_back({"profile-with-a-long-name-" + std::to_string(i), params_1r2c(1000 + i, 1000)});
-  const auto outcome = test::run_with_address_space_limit(std::size_t{4} << 20, [&] {
+  const auto update = [&] {
     auto result = h.engine->update(big, 5);
     std::string text = result.ok() ? "updated" : result.error().message;
     h.send({udp4(1000, 1, 53)}, 10);
     text += h.engine->policy() == policy && h.verdicts[0].rule == 0 && h.verdicts[0].out == Color::green ? "; unchanged"
                                                                                                         : "; changed";
     return text;
-  });
-  ASSERT_TRUE(outcome.exited) << "the child died of signal " << outcome.status;
-  EXPECT_EQ(outcome.status, 0) << outcome.text;
-  EXPECT_EQ(outcome.text, "the policy cannot be installed: out of memory (nothing was changed); unchanged");
+  };
+  const auto refused = [](const std::string& text) {
+    return text == "the policy cannot be installed: out of memory (nothing was changed); unchanged";
+  };
+  test::use_fresh_child_processes();
+  EXPECT_EXIT(test::run_under_address_space_limit(std::size_t{4} << 20, update, refused), testing::ExitedWithCode(0), "");
 }
 
 TEST(Engine, OneBurstManyRulesArrivalOrderWithinARule) {
@@ -373,18 +375,15 @@ std::size_t resident_bytes() {
   return 0;
 }
 
-// 1000 distinct sources 11.0.x.y, in bursts of 32, as frames ready to send.
-std::vector<std::vector<std::vector<std::uint8_t>>> thousand_sources() {
-  std::vector<std::vector<std::vector<std::uint8_t>>> bursts;
+// 1000 frames from distinct sources 11.0.x.y.
+std::vector<std::vector<std::uint8_t>> thousand_sources() {
+  std::vector<std::vector<std::uint8_t>> frames;
   auto frame = udp4(100, 1, 53);
-  for (std::uint32_t i = 0; i < 1000; i += 32) {
-    auto& burst = bursts.emplace_back();
-    for (std::uint32_t k = i; k < std::min(i + 32, 1000u); ++k) {
-      frame[26] = 11, frame[27] = 0, frame[28] = std::uint8_t(k >> 8), frame[29] = std::uint8_t(k);
-      burst.push_back(frame);
-    }
+  for (std::uint32_t k = 0; k < 1000; ++k) {
+    frame[26] = 11, frame[27] = 0, frame[28] = std::uint8_t(k >> 8), frame[29] = std::uint8_t(k);
+    frames.push_back(frame);
   }
-  return bursts;
+  return frames;
 }
 
 // A per-key rule's index is allocated and resident when the rule is installed (16 bytes per key of
@@ -398,7 +397,11 @@ TEST(EngineKeys, TheKeyIndexIsResidentFromTheStartAndKeysCostTheirEntriesOnly) {
   r.per_key.kind = KeyKind::src;
   r.per_key.capacity = 16u << 20;
   policy.rules.push_back(r);
-  const auto bursts = thousand_sources();
+  // Frames, views and verdicts made beforehand: nothing but the engine allocates while keys arrive.
+  auto frames = thousand_sources();
+  std::vector<PacketView> views;
+  for (auto& f : frames) views.push_back(PacketView{f.data(), 100, 100, 1000, 0, 0x0007, false});
+  std::vector<Verdict> verdicts(32);
   const std::size_t index = KeyTable<kKeySize>::index_bytes_for(16u << 20);
   ASSERT_EQ(index, (std::size_t{256} << 20) + 4096 * 548 + 2 * 64 * 8);  // 32 Mi slots of 8 bytes, bookkeeping
 
@@ -411,18 +414,23 @@ TEST(EngineKeys, TheKeyIndexIsResidentFromTheStartAndKeysCostTheirEntriesOnly) {
   EXPECT_EQ(h.engine->key_entry_bytes(0), 0u);
   EXPECT_EQ(h.engine->key_memory_bytes(0), index);
 
-  for (const auto& burst : bursts) h.send(burst, 1000);
+  for (std::size_t i = 0; i < views.size(); i += 32)
+    h.engine->process(std::span(views).subspan(i, std::min<std::size_t>(32, views.size() - i)), verdicts);
   const std::size_t after_keys = resident_bytes();
   EXPECT_EQ(h.engine->live_keys(0), 1000u);
   EXPECT_EQ(h.engine->key_entry_bytes(0), 4096u * 128);
   EXPECT_EQ(h.engine->key_memory_bytes(0), index + 4096u * 128);
-  EXPECT_LE(after_keys - after_create, std::size_t{2} << 20) << "1000 keys: one 512 KiB chunk of entries, and little else";
+  // Under a sanitizer each key's probe may also fault in a page of the index's shadow memory (which
+  // making the index resident does not touch): up to a page per key more there.
+  const std::size_t allowance = (std::size_t{2} << 20) + (test::kSanitizerShadow ? 1000 * 4096 : 0);
+  EXPECT_LE(after_keys - after_create, allowance) << "1000 keys: one 512 KiB chunk of entries, and little else";
 }
 
 // Two rules of 256 Mi keys' capacity (4 GiB of index each) with 6 GiB of address space to spare: the
 // second index cannot be had, so the policy is refused, naming the rule and the size, before any
 // packet; an engine being updated keeps its policy and meters. Was: accepted, every packet of the
-// rule then reported table_full. In a forked child; the first index is made resident there (4 GiB).
+// rule then reported table_full. In a child process; both indexes are allocated before either is made
+// resident, so the refusal costs no 4 GiB of memory.
 TEST(EngineKeys, APolicyWhoseKeyIndexesCannotBeHadIsRefused) {
   if (!test::kAddressSpaceLimitUsable) GTEST_SKIP() << test::kNoLimitUnderSanitizers;
   Policy small;
@@ -438,7 +446,7 @@ TEST(EngineKeys, APolicyWhoseKeyIndexesCannotBeHadIsRefused) {
   const std::string refusal =
       "rule visitors: cannot allocate its key index: capacity 256m keys needs 4.03 GiB (536870912 index slots of 8 "
       "bytes, and 548 bytes of bookkeeping per 4096 keys), resident from the start: out of memory";
-  const auto outcome = test::run_with_address_space_limit(std::size_t{6} << 30, [&] {
+  const auto update_then_create = [&] {
     Harness h(small, 0);
     auto result = h.engine->update(big, 5);
     std::string text = "update: " + (result.ok() ? std::string("accepted") : result.error().message);
@@ -447,10 +455,13 @@ TEST(EngineKeys, APolicyWhoseKeyIndexesCannotBeHadIsRefused) {
                                                                                                        : "; changed";
     auto made = Engine::create(big, *policer::TickRate::make(kHz), 0);
     return text + "\ncreate: " + (made.ok() ? std::string("accepted") : made.error().message);
-  });
-  ASSERT_TRUE(outcome.exited) << "the child died of signal " << outcome.status;
-  EXPECT_EQ(outcome.status, 0) << outcome.text;
-  EXPECT_EQ(outcome.text, "update: " + refusal + "; unchanged\ncreate: " + refusal);
+  };
+  const auto refused = [&](const std::string& text) {
+    return text == "update: " + refusal + "; unchanged\ncreate: " + refusal;
+  };
+  test::use_fresh_child_processes();
+  EXPECT_EXIT(test::run_under_address_space_limit(std::size_t{6} << 30, update_then_create, refused),
+              testing::ExitedWithCode(0), "");
 }
 
 TEST(EngineKeys, AParentAboveAnAggregateMeter) {

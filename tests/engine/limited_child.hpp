@@ -1,17 +1,29 @@
 #pragma once
-// Memory-exhaustion tests run their code in a forked child under an address-space limit
-// (RLIMIT_AS), so that a regression ends the child (an uncaught std::bad_alloc aborts it) or fails
-// an allocation instead of swapping the machine. The child reports a line of text through a pipe.
+// Memory-exhaustion tests run their code in a child process under an address-space limit
+// (RLIMIT_AS), so that a regression ends the child (an uncaught std::bad_alloc, where a program would
+// abort) or fails an allocation instead of swapping the machine.
+//
+// The child is a fresh process, not a plain fork: with --no-huge, DPDK's heap is a shared memfd
+// mapping while its bookkeeping (heap lists, tailqs) lives in each process's own memory, so a forked
+// child that allocated from it would corrupt its parent's heap. A GoogleTest death test in the
+// "threadsafe" style re-executes the test binary for the one test, which starts its own EAL; the
+// test's body runs again up to the death test, whose statement sets the limit and runs the code:
+//
+//   EXPECT_EXIT(test::run_under_address_space_limit(headroom, fn, check), testing::ExitedWithCode(0), "");
+//
+// fn returns a text (an error message, say), check says whether it is the expected one; the child
+// prints the text (shown by GoogleTest when the test fails) and exits 0 if check passed, 1 if not,
+// kThrew if fn threw.
 //
 // Sanitizers reserve terabytes of address space for their shadow memory, so the limit cannot be set
-// under them: such tests skip themselves there (see kAddressSpaceLimitUsable) and run in the plain
-// build only.
+// under them: such tests skip themselves there (kAddressSpaceLimitUsable) and run in the plain build
+// only.
+#include <gtest/gtest.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <functional>
@@ -19,21 +31,25 @@
 
 namespace tricolor::test {
 
+// Built with a sanitizer that keeps shadow memory (ASan, TSan, MSan).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kAddressSpaceLimitUsable = false;
+inline constexpr bool kSanitizerShadow = true;
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-inline constexpr bool kAddressSpaceLimitUsable = false;
+inline constexpr bool kSanitizerShadow = true;
 #else
-inline constexpr bool kAddressSpaceLimitUsable = true;
+inline constexpr bool kSanitizerShadow = false;
 #endif
 #else
-inline constexpr bool kAddressSpaceLimitUsable = true;
+inline constexpr bool kSanitizerShadow = false;
 #endif
+inline constexpr bool kAddressSpaceLimitUsable = !kSanitizerShadow;
 
 inline constexpr const char* kNoLimitUnderSanitizers =
     "an address-space limit cannot be set under a sanitizer (its shadow memory reserves terabytes); "
     "this test runs in the plain build";
+
+inline constexpr int kThrew = 5;  // the child's exit status when fn threw
 
 // The process's address space now (VmSize), in bytes; 0 if unknown.
 inline std::size_t address_space_bytes() {
@@ -50,61 +66,35 @@ inline std::size_t address_space_bytes() {
   return 0;
 }
 
-inline constexpr int kThrew = 5;  // the child's exit status when fn threw
-
-struct ChildOutcome {
-  bool exited = false;  // returned normally (else killed by a signal, e.g. an abort)
-  int status = 0;       // exit status, or the signal
-  std::string text;     // what the child's function returned
-};
-
-// Runs fn in a forked child whose address space may grow by at most `headroom` bytes beyond the
-// parent's at the fork. The child exits right after fn (no destructors, no test framework teardown),
-// with status 0, or kThrew if fn threw (where a program would have aborted).
-inline ChildOutcome run_with_address_space_limit(std::size_t headroom, const std::function<std::string()>& fn) {
-  ChildOutcome outcome;
-  int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) return outcome;
+// The death test's statement: in the child, with an address space that may grow by at most
+// `headroom` bytes beyond what it has now, runs fn and exits (see above). Call it within EXPECT_EXIT
+// after selecting the threadsafe style (use_fresh_child_processes()).
+[[noreturn]] inline void run_under_address_space_limit(std::size_t headroom, const std::function<std::string()>& fn,
+                                                       const std::function<bool(const std::string&)>& check) {
   const std::size_t limit = address_space_bytes() + headroom;
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(pipe_fds[0]);
-    const rlimit rl{limit, limit};
-    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
-    // Whatever fn throws ends the child here, never in the test framework's copy in this process
-    // (which would go on running the other tests).
-    std::string text;
-    int status = 0;
-    try {
-      text = fn();
-    } catch (const std::exception& e) {
-      text = std::string("uncaught exception: ") + e.what();
-      status = kThrew;
-    } catch (...) {
-      text = "uncaught exception";
-      status = kThrew;
-    }
-    for (std::size_t done = 0; done < text.size();) {
-      const ssize_t n = write(pipe_fds[1], text.data() + done, text.size() - done);
-      if (n <= 0) _exit(4);
-      done += static_cast<std::size_t>(n);
-    }
-    _exit(status);
+  const rlimit rl{limit, limit};
+  if (setrlimit(RLIMIT_AS, &rl) != 0) {
+    std::fprintf(stderr, "setrlimit(RLIMIT_AS) failed\n");
+    std::_Exit(3);
   }
-  close(pipe_fds[1]);
-  if (pid < 0) {
-    close(pipe_fds[0]);
-    return outcome;
-  }
-  char buffer[4096];
-  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof buffer)) > 0;) outcome.text.append(buffer, static_cast<std::size_t>(n));
-  close(pipe_fds[0]);
+  std::string text;
   int status = 0;
-  waitpid(pid, &status, 0);
-  outcome.exited = WIFEXITED(status);
-  outcome.status = outcome.exited ? WEXITSTATUS(status) : WTERMSIG(status);
-  return outcome;
+  try {
+    text = fn();
+    status = check(text) ? 0 : 1;
+  } catch (const std::exception& e) {
+    text = std::string("uncaught exception: ") + e.what();
+    status = kThrew;
+  } catch (...) {
+    text = "uncaught exception";
+    status = kThrew;
+  }
+  std::fprintf(stderr, "%s\n", text.c_str());
+  std::fflush(stderr);
+  std::_Exit(status);
 }
+
+// Death tests in this test re-execute the binary (its own EAL) rather than fork it.
+inline void use_fresh_child_processes() { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 
 }  // namespace tricolor::test
