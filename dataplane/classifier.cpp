@@ -220,8 +220,8 @@ Error too_many_for_a_rule(const Rule& rule, const Expansion& e) {
              "destination port ranges") +
       " x " + factor(!m.dscp.empty(), e.vlan_dscp.size(), "any DSCP", "DSCP block", "DSCP blocks");
   return Error{rule.name, "rule " + rule.name + " expands to " + count_text(e.per_family()) + " classifier entries: " +
-                              factors + " (after merging repeated, overlapping and adjacent values); a rule may have at most " +
-                              std::to_string(kMaxEntriesPerRule)};
+                              factors + " (after merging repeated, overlapping and adjacent values); " +
+                              "a rule may have at most " + std::to_string(kMaxEntriesPerRule)};
 }
 
 // The totals an error names: all entries and the three biggest rules with theirs.
@@ -233,8 +233,10 @@ struct Sizes {
     std::vector<std::size_t> order(per_rule.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     const std::size_t shown = std::min<std::size_t>(3, order.size());
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown), order.end(),
-                      [&](std::size_t a, std::size_t b) { return per_rule[a] != per_rule[b] ? per_rule[a] > per_rule[b] : a < b; });
+    const auto bigger = [&](std::size_t a, std::size_t b) {
+      return per_rule[a] != per_rule[b] ? per_rule[a] > per_rule[b] : a < b;  // ties: in rule order
+    };
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown), order.end(), bigger);
     std::string text = shown == 1 ? "biggest rule " : "biggest rules ";
     for (std::size_t k = 0; k < shown; ++k)
       text += (k ? ", " : "") + rules[order[k]].name + " " + std::to_string(per_rule[order[k]]);
@@ -243,9 +245,9 @@ struct Sizes {
 };
 
 Error over_the_limit(std::span<const Rule> rules, const Sizes& sizes, std::size_t limit) {
-  return Error{"classifier", "the rules expand to " + count_text(sizes.total) + " classifier entries, more than the limit of " +
-                                 std::to_string(limit) + " (" + sizes.biggest(rules) +
-                                 "); raise the limit, or shorten those rules' port and DSCP lists"};
+  return Error{"classifier", "the rules expand to " + count_text(sizes.total) +
+                                 " classifier entries, more than the limit of " + std::to_string(limit) + " (" +
+                                 sizes.biggest(rules) + "); raise the limit, or shorten those rules' port and DSCP lists"};
 }
 
 Error out_of_memory(std::span<const Rule> rules, const Sizes& sizes, const std::string& what, const char* note = "") {
@@ -335,11 +337,12 @@ std::optional<Error> build_family(rte_acl_ctx*& ctx, const Family& family, const
   entries.reserve(family.entries);
   for (std::size_t i = 0; i < rules.size(); ++i) {
     if (!(expansions[i].*family.member)) continue;
-    expansions[i].for_each_entry([&](const Range32& ingress, const PortRange& sport, const PortRange& dport, const Bits32& bits) {
-      AclRule& r = entries.emplace_back();
-      set_common(r, i, rules.size());
-      fill(r, rules[i].match, ingress, sport, dport, bits);
-    });
+    expansions[i].for_each_entry(
+        [&](const Range32& ingress, const PortRange& sport, const PortRange& dport, const Bits32& bits) {
+          AclRule& r = entries.emplace_back();
+          set_common(r, i, rules.size());
+          fill(r, rules[i].match, ingress, sport, dport, bits);
+        });
   }
   const std::string trie = std::string("the ") + family.name + " trie";
   // rte_acl_create returns an existing context of the same name: every build needs a fresh name.
@@ -369,7 +372,8 @@ std::optional<Error> build_family(rte_acl_ctx*& ctx, const Family& family, const
   // more than its 8 sub-tries (RTE_ACL_MAX_TRIES in its acl.h: rules too varied); it does not say which.
   if (int rc = rte_acl_build(ctx, &cfg); rc != 0) {
     if (rc == -ENOMEM)
-      return out_of_memory(rules, sizes, "building " + trie, " (or rules too varied for rte_acl's 8 sub-tries: it reports both alike)");
+      return out_of_memory(rules, sizes, "building " + trie,
+                           " (or rules too varied for rte_acl's 8 sub-tries: it reports both alike)");
     return Error{"classifier", "cannot build " + trie + ": " + rte_strerror(-rc)};
   }
   return std::nullopt;
@@ -396,7 +400,7 @@ Expected<std::unique_ptr<Classifier>> Classifier::build(std::span<const Rule> ru
     }
     // rte_acl counts a trie's entries in 32 bits, whatever the limit says.
     const std::size_t limit = std::min<std::size_t>(limits.max_entries, UINT32_MAX);
-    if (sizes.total > limit) return over_the_limit(rules, sizes, limits.max_entries);
+    if (sizes.total > limit) return over_the_limit(rules, sizes, limit);
 
     // 2. The tries, each built aside; the Classifier frees whatever was made if a step fails.
     std::unique_ptr<Classifier> c(new Classifier());

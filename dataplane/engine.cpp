@@ -121,7 +121,7 @@ Error key_index_unavailable(const Rule& rule) {
   return Error{rule.name, "rule " + rule.name + ": cannot allocate its key index: capacity " + capacity_text(capacity) +
                               " keys needs " + bytes_text(KeyedMeters::index_bytes_for(capacity)) + " (" +
                               std::to_string(KeyedMeters::index_slots_for(capacity)) + " index slots of 8 bytes, and " +
-                              std::to_string(KeyedMeters::bookkeeping_bytes_per_chunk) +
+                              std::to_string(KeyedMeters::kBookkeepingBytesPerChunk) +
                               " bytes of bookkeeping per 4096 keys), resident from the start: out of memory"};
 }
 
@@ -209,7 +209,8 @@ Expected<bool> Engine::prepare(const Policy& policy, std::uint64_t now, const En
     if (state == nullptr) plan.new_state[i] = std::make_unique<RuleState>(*profile, now);
     if (parent != nullptr && (state == nullptr || !state->parent))
       plan.new_parent[i] = std::make_unique<policer::SharedMeter>(*parent, now);
-    if (rule.per_key.kind != KeyKind::none && (state == nullptr || !state->keys || !same_tables(state->per_key, rule.per_key))) {
+    const bool keys_kept = state != nullptr && state->keys && same_tables(state->per_key, rule.per_key);
+    if (rule.per_key.kind != KeyKind::none && !keys_kept) {
       plan.new_keys[i] = KeyedMeters::allocate(rule.per_key.capacity, ticks(rule.per_key.idle_timeout_ns, tick_rate_));
       if (!plan.new_keys[i]) return key_index_unavailable(rule);
     }

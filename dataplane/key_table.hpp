@@ -9,8 +9,8 @@
 //
 // Memory. A table is made by make() (or allocate() then make_resident()), which allocates the index
 // and the bookkeeping for its capacity and makes them resident at once, or fails if they cannot be
-// had: a rule's fixed cost is known, paid and checked when the rule is installed, never at a packet. That fixed cost,
-// index_bytes_for(capacity), is exactly
+// had: a rule's fixed cost is known, paid and checked when the rule is installed, never at a packet.
+// That fixed cost, index_bytes_for(capacity), is exactly
 //     8 B x bit_ceil(max(8, 2 x capacity))        index slots (16 B per key of capacity at powers of two)
 //   + 548 B x ceil(capacity / 4096)                per chunk: bitmap 512, summary 8, pointers 3 x 8, count 4
 //   + 16 B x ceil(ceil(capacity / 4096) / 64)      chunks-with-room and released-chunk bitmaps
@@ -152,9 +152,9 @@ inline void populate(void* p, std::size_t bytes) noexcept {
 }
 
 // Commits every page of [p, p + bytes) now, or says it could not: the index of a table, whose memory
-// must be had when the table is made, not at some later packet. Idempotent. MADV_POPULATE_WRITE (Linux 5.14+)
-// faults the pages in as if written and reports ENOMEM; where it is not supported (EINVAL), each page
-// is written instead (the memory is ours and zero: a zero is written back).
+// must be had when the table is made, not at some later packet. Idempotent. MADV_POPULATE_WRITE
+// (Linux 5.14+) faults the pages in as if written and reports ENOMEM; where it is not supported
+// (EINVAL), each page is written instead (the memory is ours and zero: a zero is written back).
 inline bool make_resident(void* p, std::size_t bytes) noexcept {
   if (bytes == 0) return true;
   constexpr std::uintptr_t kPage = 4096;
@@ -221,19 +221,22 @@ class KeyTable {
     if (table == nullptr || !table->allocate_memory()) return nullptr;
     return table;
   }
-  bool make_resident() noexcept { return key_table_detail::make_resident(slots_, index_slots() * sizeof(std::uint64_t)); }
+  bool make_resident() noexcept {
+    return key_table_detail::make_resident(slots_, index_slots() * sizeof(std::uint64_t));
+  }
 
   // What make() allocates for a capacity (see the top of this file), in bytes.
   static constexpr std::size_t index_slots_for(std::uint32_t capacity) noexcept {
     return std::bit_ceil(std::max<std::size_t>(key_table_detail::kMinSlots, 2 * std::size_t{capacity}));
   }
-  static constexpr std::size_t bookkeeping_bytes_per_chunk =
+  static constexpr std::size_t kBookkeepingBytesPerChunk =
       sizeof(std::atomic<Entry*>) + sizeof(Entry*) + sizeof(void*) + sizeof(std::uint32_t) + sizeof(std::uint64_t) +
       sizeof(std::array<std::uint64_t, key_table_detail::kChunkWords>);
+  static_assert(kBookkeepingBytesPerChunk == 548, "the figure the README and the engine's refusal give");
   static constexpr std::size_t index_bytes_for(std::uint32_t capacity) noexcept {
     const std::size_t chunks = (std::size_t{capacity} + kChunkEntries - 1) >> kChunkShift;
     const std::size_t words = (chunks + kWordBits - 1) / kWordBits;
-    return index_slots_for(capacity) * sizeof(std::uint64_t) + chunks * bookkeeping_bytes_per_chunk +
+    return index_slots_for(capacity) * sizeof(std::uint64_t) + chunks * kBookkeepingBytesPerChunk +
            2 * words * sizeof(std::uint64_t);
   }
 
@@ -413,7 +416,9 @@ class KeyTable {
   using ChunkBits = std::array<std::uint64_t, key_table_detail::kChunkWords>;
 
   KeyTable(std::uint32_t capacity, std::uint64_t idle_ticks)
-      : idle_(idle_ticks), capacity_(capacity), chunk_count_((std::size_t{capacity} + kChunkEntries - 1) >> kChunkShift) {
+      : idle_(idle_ticks),
+        capacity_(capacity),
+        chunk_count_((std::size_t{capacity} + kChunkEntries - 1) >> kChunkShift) {
     std::uint64_t words[kSecretWords + 1];
     key_table_detail::secret_words(words, kSecretWords + 1);
     std::copy_n(words, kSecretWords, secret_.begin());
@@ -579,7 +584,8 @@ class KeyTable {
     has_room_.reset(new (std::nothrow) std::uint64_t[words]());
     deferred_.reset(new (std::nothrow) std::uint64_t[words]());
     if (!chunks_ || !mem_ || !raw_ || !used_ || !any_free_ || !free_bits_ || !has_room_ || !deferred_) return false;
-    auto* slots_memory = static_cast<std::uint64_t*>(key_table_detail::zeroed(slot_bytes, key_table_detail::kCacheLine, index_raw_));
+    auto* slots_memory =
+        static_cast<std::uint64_t*>(key_table_detail::zeroed(slot_bytes, key_table_detail::kCacheLine, index_raw_));
     if (slots_memory == nullptr) return false;
     key_table_detail::advise_huge(slots_memory, slot_bytes);
     for (std::size_t c = 0; c < chunk_count_; ++c) {  // writes every bookkeeping line: resident too
