@@ -93,6 +93,7 @@ std::unique_ptr<Engine> make_engine(std::uint32_t capacity) {
 void BM_engine_per_key(benchmark::State& state) {
   const auto keys = static_cast<std::uint32_t>(state.range(0));
   auto engine = make_engine(std::max<std::uint32_t>(keys, 1024));
+  if (engine == nullptr) return state.SkipWithError("could not make the engine");
   Frames frames;
   Verdict verdicts[kBurst];
   // Untimed: every key inserted once.
@@ -145,6 +146,7 @@ void BM_key_flood(benchmark::State& state) {
   const bool into_full = state.range(0) == 1;
   const std::uint32_t capacity = into_full ? 1024 : (1u << 24);
   auto engine = make_engine(capacity);
+  if (engine == nullptr) return state.SkipWithError("could not make the engine");
   Frames frames;
   Verdict verdicts[kBurst];
   std::uint32_t next = 0;
@@ -155,6 +157,10 @@ void BM_key_flood(benchmark::State& state) {
       engine = make_engine(capacity);
       next = 0;
       state.ResumeTiming();
+      if (engine == nullptr) {
+        state.SkipWithError("could not make the engine");
+        break;
+      }
     }
     const std::uint64_t now = rte_rdtsc();
     for (std::size_t k = 0; k < kBurst; ++k) frames.set(k, next++ % (1u << 28), now);

@@ -185,9 +185,15 @@ std::uint64_t idle_ticks() { return kIdleSeconds * rte_get_tsc_hz(); }
 
 template <std::size_t K>
 struct Ours {
-  KeyTable<K> table;
+  std::unique_ptr<KeyTable<K>> owned;  // its index allocated and resident from the start
+  KeyTable<K>& table;
   policer::Profile profile;
-  explicit Ours(std::size_t n) : table(static_cast<std::uint32_t>(n), idle_ticks()), profile(make_profile()) {}
+  explicit Ours(std::unique_ptr<KeyTable<K>> made) : owned(std::move(made)), table(*owned), profile(make_profile()) {}
+  // A table for n keys, or nullptr if its index cannot be had.
+  static std::shared_ptr<Ours> make(std::size_t n) {
+    auto table = KeyTable<K>::make(static_cast<std::uint32_t>(n), idle_ticks());
+    return table ? std::make_shared<Ours>(std::move(table)) : nullptr;
+  }
 };
 
 // Hashes a burst and prefetches the home index lines.
@@ -205,7 +211,8 @@ template <std::size_t K>
 Ours<K>* ours_with_keys(std::size_t n) {
   static const char tag = 0;
   return keep<Ours<K>>(&tag, n, [n]() -> std::shared_ptr<Ours<K>> {
-    auto made = std::make_shared<Ours<K>>(n);
+    auto made = Ours<K>::make(n);
+    if (made == nullptr) return nullptr;
     const auto& live = keys<K>(n).live;
     const std::uint64_t now = rte_rdtsc();
     const policer::State fresh = policer::full_state(made->profile, now);
@@ -226,7 +233,7 @@ template <std::size_t K>
 void bm_hit_ours(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   Ours<K>* ours = ours_with_keys<K>(n);
-  if (ours == nullptr) return state.SkipWithError("could not insert every key");
+  if (ours == nullptr) return state.SkipWithError("could not allocate the table or insert every key");
   KeyTable<K>& t = ours->table;
   const policer::Profile& profile = ours->profile;
   const auto* sequence = keys<K>(n).sequence.data();
@@ -261,7 +268,7 @@ void bm_hit_ours(benchmark::State& state) {
 void bm_full_ours(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   Ours<16>* ours = ours_with_keys<16>(n);
-  if (ours == nullptr) return state.SkipWithError("could not insert every key");
+  if (ours == nullptr) return state.SkipWithError("could not allocate the table or insert every key");
   KeyTable<16>& t = ours->table;
   const auto* fresh_keys = keys<16>(n).fresh.data();
   std::size_t refused = 0, pos = 0;
@@ -286,7 +293,8 @@ void bm_full_ours(benchmark::State& state) {
 void bm_insert_ours(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   static const char tag = 0;
-  Ours<16>* ours = keep<Ours<16>>(&tag, n, [n] { return std::make_shared<Ours<16>>(n); });
+  Ours<16>* ours = keep<Ours<16>>(&tag, n, [n] { return Ours<16>::make(n); });
+  if (ours == nullptr) return state.SkipWithError("could not allocate the table");
   KeyTable<16>& t = ours->table;
   const auto* live = keys<16>(n).live.data();
   std::size_t created = 0;
@@ -305,11 +313,6 @@ void bm_insert_ours(benchmark::State& state) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   auto empty = [&] { t.sweep(rte_rdtsc() + idle_ticks(), 2 * t.index_slots()); };
-  if (t.size() == 0) {  // a new table: fault its index in once, untimed
-    fill();
-    empty();
-  }
-  created = 0;
   std::size_t bytes = 0;
   for (auto _ : state) {
     state.SetIterationTime(fill());

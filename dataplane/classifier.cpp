@@ -10,6 +10,9 @@
 #include <atomic>
 #include <cassert>
 #include <cstring>
+#include <new>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace tricolor::dataplane {
@@ -86,7 +89,7 @@ std::array<rte_acl_field_def, kFields6> defs6() {
   return d;
 }
 
-// ---- rule expansion ----
+// ---- rule expansion: each match list merged, then crossed ----
 
 struct Range32 {
   std::uint32_t first, last;
@@ -95,9 +98,10 @@ struct Bits32 {
   std::uint32_t value, mask;
 };
 
-// Consecutive ingress ports merge into ranges; an empty list means any.
-std::vector<Range32> ingress_ranges(std::vector<std::uint16_t> ports) {
-  if (ports.empty()) return {{0, UINT32_MAX}};
+// Ingress ports as ranges: sorted, repeats dropped, consecutive ports joined. An empty list means any.
+std::vector<Range32> ingress_ranges(std::span<const std::uint16_t> list) {
+  if (list.empty()) return {{0, UINT32_MAX}};
+  std::vector<std::uint16_t> ports(list.begin(), list.end());
   std::sort(ports.begin(), ports.end());
   std::vector<Range32> out;
   for (std::uint16_t p : ports) {
@@ -107,35 +111,148 @@ std::vector<Range32> ingress_ranges(std::vector<std::uint16_t> ports) {
   return out;
 }
 
-std::vector<PortRange> l4_ranges(const std::vector<PortRange>& ranges) {
-  return ranges.empty() ? std::vector<PortRange>{PortRange{}} : ranges;
-}
-
-std::vector<Bits32> vlan_dscp_bits(const Match& m) {
-  Bits32 base{0, 0};
-  if (m.vlan) base = {kTaggedBit | (std::uint32_t{*m.vlan} << kVlanShift), kTaggedBit | (0xfffu << kVlanShift)};
-  if (m.dscp.empty()) return {base};
-  std::vector<Bits32> out;
-  for (std::uint8_t d : m.dscp) out.push_back({base.value | d, base.mask | 0x3fu});
+// L4 port ranges sorted, overlapping and adjacent ones joined; reversed ranges (first > last) match
+// nothing and are dropped. An empty list means any; a list of reversed ranges only, none (no entry).
+std::vector<PortRange> l4_ranges(std::span<const PortRange> list) {
+  if (list.empty()) return {PortRange{}};
+  std::vector<PortRange> ranges;
+  for (const PortRange& r : list)
+    if (r.first <= r.last) ranges.push_back(r);
+  std::sort(ranges.begin(), ranges.end(), [](const PortRange& a, const PortRange& b) { return a.first < b.first; });
+  std::vector<PortRange> out;
+  for (const PortRange& r : ranges) {
+    if (!out.empty() && std::uint32_t{out.back().last} + 1 >= r.first) out.back().last = std::max(out.back().last, r.last);
+    else out.push_back(r);
+  }
   return out;
 }
 
-// Calls emit(ingress, src_ports, dst_ports, vlan_dscp) for every entry of the rule's cross product.
-template <class Emit>
-void for_each_entry(const Match& m, Emit&& emit) {
-  const auto ingress = ingress_ranges(m.ports);
-  const auto sports = l4_ranges(m.src_ports);
-  const auto dports = l4_ranges(m.dst_ports);
-  const auto bits = vlan_dscp_bits(m);
-  for (const auto& i : ingress)
-    for (const auto& s : sports)
-      for (const auto& d : dports)
-        for (const auto& b : bits) emit(i, s, d, b);
+// VLAN and DSCP share one bitmask field. The DSCP set (values above 63 match no packet) is covered by
+// the fewest aligned power-of-two blocks, each one value/mask entry: 0-63 is one entry (DSCP bits
+// masked out), 8-15 one, {10, 12} two. Per maximal run, the largest aligned block that starts there
+// and stays inside the run, as a range splits into prefixes.
+std::vector<Bits32> vlan_dscp_bits(const Match& m) {
+  constexpr std::uint32_t kDscpBits = 0x3f;
+  Bits32 base{0, 0};
+  if (m.vlan) base = {kTaggedBit | (std::uint32_t{*m.vlan} << kVlanShift), kTaggedBit | (0xfffu << kVlanShift)};
+  if (m.dscp.empty()) return {base};
+  std::uint64_t set = 0;
+  for (std::uint8_t d : m.dscp)
+    if (d <= kDscpBits) set |= std::uint64_t{1} << d;
+  std::vector<Bits32> out;
+  for (unsigned d = 0; d <= kDscpBits;) {
+    if (!(set >> d & 1)) {
+      ++d;
+      continue;
+    }
+    unsigned size = 1;  // grow while aligned and every value of the doubled block is in the set
+    while (d % (2 * size) == 0 && d + 2 * size <= kDscpBits + 1) {
+      const std::uint64_t block = (2 * size == 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << (2 * size)) - 1)) << d;
+      if ((set & block) != block) break;
+      size *= 2;
+    }
+    out.push_back({base.value | d, base.mask | (kDscpBits & ~(size - 1))});
+    d += size;
+  }
+  return out;
 }
 
-std::size_t entry_count(const Match& m) {
-  return ingress_ranges(m.ports).size() * l4_ranges(m.src_ports).size() * l4_ranges(m.dst_ports).size() *
-         vlan_dscp_bits(m).size();
+std::size_t saturating_mul(std::size_t a, std::size_t b) noexcept {
+  std::size_t product;
+  return __builtin_mul_overflow(a, b, &product) ? SIZE_MAX : product;
+}
+std::size_t saturating_add(std::size_t a, std::size_t b) noexcept {
+  std::size_t sum;
+  return __builtin_add_overflow(a, b, &sum) ? SIZE_MAX : sum;
+}
+
+// One rule's match after merging: the lists it crosses and the address families it goes into.
+struct Expansion {
+  std::vector<Range32> ingress;
+  std::vector<PortRange> src_ports;
+  std::vector<PortRange> dst_ports;
+  std::vector<Bits32> vlan_dscp;
+  bool ipv4 = false, ipv6 = false;
+
+  explicit Expansion(const Match& m)
+      : ingress(ingress_ranges(m.ports)),
+        src_ports(l4_ranges(m.src_ports)),
+        dst_ports(l4_ranges(m.dst_ports)),
+        vlan_dscp(vlan_dscp_bits(m)) {
+    // A prefix of one family keeps the rule out of the other's trie (both kinds: out of both).
+    ipv4 = !(m.src && m.src->ipv6) && !(m.dst && m.dst->ipv6);
+    ipv6 = !(m.src && !m.src->ipv6) && !(m.dst && !m.dst->ipv6);
+  }
+  // Entries per family, saturating.
+  std::size_t per_family() const noexcept {
+    return saturating_mul(saturating_mul(ingress.size(), src_ports.size()),
+                          saturating_mul(dst_ports.size(), vlan_dscp.size()));
+  }
+  std::size_t entries() const noexcept { return saturating_mul(per_family(), std::size_t{ipv4} + ipv6); }
+
+  // Calls emit(ingress, src_ports, dst_ports, vlan_dscp) for every entry of one family.
+  template <class Emit>
+  void for_each_entry(Emit&& emit) const {
+    for (const auto& i : ingress)
+      for (const auto& s : src_ports)
+        for (const auto& d : dst_ports)
+          for (const auto& b : vlan_dscp) emit(i, s, d, b);
+  }
+};
+
+// A count that may have saturated, as text.
+std::string count_text(std::size_t n) { return (n == SIZE_MAX ? "at least " : "") + std::to_string(n); }
+
+// One factor of a rule's cross product: "any DSCP" for an empty list, else "2 DSCP blocks".
+std::string factor(bool listed, std::size_t n, const char* any, const char* one, const char* many) {
+  if (!listed) return any;
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// "rule x expands to N classifier entries: a ingress port ranges x b source port ranges x ...".
+Error too_many_for_a_rule(const Rule& rule, const Expansion& e) {
+  const Match& m = rule.match;
+  const std::string factors =
+      factor(!m.ports.empty(), e.ingress.size(), "any ingress port", "ingress port range", "ingress port ranges") + " x " +
+      factor(!m.src_ports.empty(), e.src_ports.size(), "any source port", "source port range", "source port ranges") +
+      " x " +
+      factor(!m.dst_ports.empty(), e.dst_ports.size(), "any destination port", "destination port range",
+             "destination port ranges") +
+      " x " + factor(!m.dscp.empty(), e.vlan_dscp.size(), "any DSCP", "DSCP block", "DSCP blocks");
+  return Error{rule.name, "rule " + rule.name + " expands to " + count_text(e.per_family()) + " classifier entries: " +
+                              factors + " (after merging repeated, overlapping and adjacent values); " +
+                              "a rule may have at most " + std::to_string(kMaxEntriesPerRule)};
+}
+
+// The totals an error names: all entries and the three biggest rules with theirs.
+struct Sizes {
+  std::size_t total = 0;
+  std::vector<std::size_t> per_rule;
+
+  std::string biggest(std::span<const Rule> rules) const {
+    std::vector<std::size_t> order(per_rule.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const std::size_t shown = std::min<std::size_t>(3, order.size());
+    const auto bigger = [&](std::size_t a, std::size_t b) {
+      return per_rule[a] != per_rule[b] ? per_rule[a] > per_rule[b] : a < b;  // ties: in rule order
+    };
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown), order.end(), bigger);
+    std::string text = shown == 1 ? "biggest rule " : "biggest rules ";
+    for (std::size_t k = 0; k < shown; ++k)
+      text += (k ? ", " : "") + rules[order[k]].name + " " + std::to_string(per_rule[order[k]]);
+    return text;
+  }
+};
+
+Error over_the_limit(std::span<const Rule> rules, const Sizes& sizes, std::size_t limit) {
+  return Error{"classifier", "the rules expand to " + count_text(sizes.total) +
+                                 " classifier entries, more than the limit of " + std::to_string(limit) + " (" +
+                                 sizes.biggest(rules) + "); raise the limit, or shorten those rules' port and DSCP lists"};
+}
+
+Error out_of_memory(std::span<const Rule> rules, const Sizes& sizes, const std::string& what, const char* note = "") {
+  return Error{"classifier", "cannot build the classifier of " + std::to_string(sizes.total) + " entries (" +
+                                 sizes.biggest(rules) + "): " + what + ": out of memory" + note};
 }
 
 std::uint32_t word(const Prefix& p, unsigned w) {
@@ -167,101 +284,135 @@ void set_range16(rte_acl_field& f, const PortRange& r) {
   f.mask_range.u16 = r.last;
 }
 
+void set_ingress(rte_acl_field& f, const Range32& r) {
+  f.value.u32 = r.first;
+  f.mask_range.u32 = r.last;
+}
+
+void set_bits(rte_acl_field& f, const Bits32& b) {
+  f.value.u32 = b.value;
+  f.mask_range.u32 = b.mask;
+}
+
+void fill(Acl4Rule& r, const Match& m, const Range32& ingress, const PortRange& sport, const PortRange& dport,
+          const Bits32& bits) {
+  set_protocol(r.field[f4_protocol], m);
+  if (m.src) r.field[f4_src].value.u32 = word(*m.src, 0), r.field[f4_src].mask_range.u32 = m.src->length;
+  if (m.dst) r.field[f4_dst].value.u32 = word(*m.dst, 0), r.field[f4_dst].mask_range.u32 = m.dst->length;
+  set_range16(r.field[f4_src_port], sport);
+  set_range16(r.field[f4_dst_port], dport);
+  set_ingress(r.field[f4_ingress], ingress);
+  set_bits(r.field[f4_vlan_dscp], bits);
+}
+
+void fill(Acl6Rule& r, const Match& m, const Range32& ingress, const PortRange& sport, const PortRange& dport,
+          const Bits32& bits) {
+  set_protocol(r.field[f6_protocol], m);
+  for (unsigned w = 0; w < 4; ++w) {
+    if (m.src) r.field[f6_src0 + w].value.u32 = word(*m.src, w), r.field[f6_src0 + w].mask_range.u32 = word_length(*m.src, w);
+    if (m.dst) r.field[f6_dst0 + w].value.u32 = word(*m.dst, w), r.field[f6_dst0 + w].mask_range.u32 = word_length(*m.dst, w);
+  }
+  set_range16(r.field[f6_src_port], sport);
+  set_range16(r.field[f6_dst_port], dport);
+  set_ingress(r.field[f6_ingress], ingress);
+  set_bits(r.field[f6_vlan_dscp], bits);
+}
+
 std::atomic<unsigned> g_context_serial{0};
 
-rte_acl_ctx* make_context(const char* family, std::size_t rules, std::size_t fields, Error& error) {
+struct Family {
+  const char* name;                                  // "IPv4", "IPv6"
+  bool Expansion::*member;                           // whether a rule goes into this family's trie
+  std::size_t entries;
+};
+
+// One family's trie: its entries made (exactly as many as counted: no vector growth), handed to
+// rte_acl (which copies them into its context in DPDK's heap), our copy freed before rte_acl's build
+// scratch (C heap) is taken, then built. `ctx` belongs to the caller's Classifier, which frees it
+// whatever happens here.
+template <class AclRule, std::size_t N>
+std::optional<Error> build_family(rte_acl_ctx*& ctx, const Family& family, const std::array<rte_acl_field_def, N>& defs,
+                                  std::span<const Rule> rules, std::span<const Expansion> expansions, const Sizes& sizes) {
+  std::vector<AclRule> entries;
+  entries.reserve(family.entries);
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    if (!(expansions[i].*family.member)) continue;
+    expansions[i].for_each_entry(
+        [&](const Range32& ingress, const PortRange& sport, const PortRange& dport, const Bits32& bits) {
+          AclRule& r = entries.emplace_back();
+          set_common(r, i, rules.size());
+          fill(r, rules[i].match, ingress, sport, dport, bits);
+        });
+  }
+  const std::string trie = std::string("the ") + family.name + " trie";
   // rte_acl_create returns an existing context of the same name: every build needs a fresh name.
-  const std::string name = std::string("tricolor-") + family + "-" + std::to_string(g_context_serial++);
+  const std::string name = std::string("tricolor-") + family.name + "-" + std::to_string(g_context_serial++);
   rte_acl_param param{};
   param.name = name.c_str();
   param.socket_id = SOCKET_ID_ANY;
-  param.rule_size = static_cast<std::uint32_t>(RTE_ACL_RULE_SZ(fields));
-  param.max_rule_num = static_cast<std::uint32_t>(rules);
-  rte_acl_ctx* ctx = rte_acl_create(&param);
-  if (ctx == nullptr)
-    error = Error{"classifier", std::string("cannot create the ") + family + " classifier: " + rte_strerror(rte_errno)};
-  return ctx;
-}
-
-template <std::size_t N>
-bool build_context(rte_acl_ctx* ctx, const std::array<rte_acl_field_def, N>& defs, const char* family, Error& error) {
+  param.rule_size = static_cast<std::uint32_t>(RTE_ACL_RULE_SZ(N));
+  param.max_rule_num = static_cast<std::uint32_t>(entries.size());
+  ctx = rte_acl_create(&param);
+  if (ctx == nullptr) {
+    if (rte_errno == ENOMEM) return out_of_memory(rules, sizes, "creating " + trie);
+    return Error{"classifier", "cannot create " + trie + ": " + rte_strerror(rte_errno)};
+  }
+  if (int rc = rte_acl_add_rules(ctx, reinterpret_cast<const rte_acl_rule*>(entries.data()),
+                                 static_cast<std::uint32_t>(entries.size()));
+      rc != 0) {
+    if (rc == -ENOMEM) return out_of_memory(rules, sizes, "adding the entries of " + trie);
+    return Error{"classifier", "cannot add the entries of " + trie + ": " + rte_strerror(-rc)};
+  }
+  entries = std::vector<AclRule>();
   rte_acl_config cfg{};
   cfg.num_categories = 1;
   cfg.num_fields = N;
   std::copy(defs.begin(), defs.end(), cfg.defs);
+  // -ENOMEM: its scratch (C heap) or its tables (DPDK's heap) could not be had, or the entries needed
+  // more than its 8 sub-tries (RTE_ACL_MAX_TRIES in its acl.h: rules too varied); it does not say which.
   if (int rc = rte_acl_build(ctx, &cfg); rc != 0) {
-    error = Error{"classifier", std::string("cannot build the ") + family + " classifier: " + rte_strerror(-rc)};
-    return false;
+    if (rc == -ENOMEM)
+      return out_of_memory(rules, sizes, "building " + trie,
+                           " (or rules too varied for rte_acl's 8 sub-tries: it reports both alike)");
+    return Error{"classifier", "cannot build " + trie + ": " + rte_strerror(-rc)};
   }
-  return true;
+  return std::nullopt;
 }
 
 }  // namespace
 
-Expected<std::unique_ptr<Classifier>> Classifier::build(std::span<const Rule> rules) {
-  std::vector<Acl4Rule> v4;
-  std::vector<Acl6Rule> v6;
-  for (std::size_t i = 0; i < rules.size(); ++i) {
-    const Match& m = rules[i].match;
-    if (const std::size_t n = entry_count(m); n > kMaxEntriesPerRule) {
-      return Error{rules[i].name, "rule " + rules[i].name + " expands to " + std::to_string(n) +
-                                      " classifier entries (ports x source ports x destination ports x dscp values); "
-                                      "at most " + std::to_string(kMaxEntriesPerRule)};
+Expected<std::unique_ptr<Classifier>> Classifier::build(std::span<const Rule> rules, const ClassifierLimits& limits) {
+  // 1. Each rule merged and counted: nothing is expanded yet, so a rule or rule set too big for the
+  //    limits is refused before it costs memory.
+  Sizes sizes;
+  try {
+    std::vector<Expansion> expansions;
+    expansions.reserve(rules.size());
+    sizes.per_rule.reserve(rules.size());
+    Family v4{"IPv4", &Expansion::ipv4, 0}, v6{"IPv6", &Expansion::ipv6, 0};
+    for (const Rule& rule : rules) {
+      const Expansion& e = expansions.emplace_back(rule.match);
+      if (e.per_family() > kMaxEntriesPerRule) return too_many_for_a_rule(rule, e);
+      sizes.per_rule.push_back(e.entries());
+      sizes.total = saturating_add(sizes.total, e.entries());
+      if (e.ipv4) v4.entries += e.per_family();
+      if (e.ipv6) v6.entries += e.per_family();
     }
-    const bool ipv6_only = (m.src && m.src->ipv6) || (m.dst && m.dst->ipv6);
-    const bool ipv4_only = (m.src && !m.src->ipv6) || (m.dst && !m.dst->ipv6);
-    for_each_entry(m, [&](const Range32& ingress, const PortRange& sport, const PortRange& dport, const Bits32& bits) {
-      if (!ipv6_only) {
-        Acl4Rule r{};
-        set_common(r, i, rules.size());
-        set_protocol(r.field[f4_protocol], m);
-        if (m.src) r.field[f4_src].value.u32 = word(*m.src, 0), r.field[f4_src].mask_range.u32 = m.src->length;
-        if (m.dst) r.field[f4_dst].value.u32 = word(*m.dst, 0), r.field[f4_dst].mask_range.u32 = m.dst->length;
-        set_range16(r.field[f4_src_port], sport);
-        set_range16(r.field[f4_dst_port], dport);
-        r.field[f4_ingress].value.u32 = ingress.first;
-        r.field[f4_ingress].mask_range.u32 = ingress.last;
-        r.field[f4_vlan_dscp].value.u32 = bits.value;
-        r.field[f4_vlan_dscp].mask_range.u32 = bits.mask;
-        v4.push_back(r);
-      }
-      if (!ipv4_only) {
-        Acl6Rule r{};
-        set_common(r, i, rules.size());
-        set_protocol(r.field[f6_protocol], m);
-        for (unsigned w = 0; w < 4; ++w) {
-          if (m.src) r.field[f6_src0 + w].value.u32 = word(*m.src, w), r.field[f6_src0 + w].mask_range.u32 = word_length(*m.src, w);
-          if (m.dst) r.field[f6_dst0 + w].value.u32 = word(*m.dst, w), r.field[f6_dst0 + w].mask_range.u32 = word_length(*m.dst, w);
-        }
-        set_range16(r.field[f6_src_port], sport);
-        set_range16(r.field[f6_dst_port], dport);
-        r.field[f6_ingress].value.u32 = ingress.first;
-        r.field[f6_ingress].mask_range.u32 = ingress.last;
-        r.field[f6_vlan_dscp].value.u32 = bits.value;
-        r.field[f6_vlan_dscp].mask_range.u32 = bits.mask;
-        v6.push_back(r);
-      }
-    });
-  }
+    // rte_acl counts a trie's entries in 32 bits, whatever the limit says.
+    const std::size_t limit = std::min<std::size_t>(limits.max_entries, UINT32_MAX);
+    if (sizes.total > limit) return over_the_limit(rules, sizes, limit);
 
-  std::unique_ptr<Classifier> c(new Classifier());
-  c->entries_ = v4.size() + v6.size();
-  Error error;
-  if (!v4.empty()) {
-    c->ipv4_ = make_context("ipv4", v4.size(), kFields4, error);
-    if (c->ipv4_ == nullptr) return error;
-    if (rte_acl_add_rules(c->ipv4_, reinterpret_cast<const rte_acl_rule*>(v4.data()), static_cast<std::uint32_t>(v4.size())) != 0)
-      return Error{"classifier", "cannot add the IPv4 rules: " + std::string(rte_strerror(rte_errno))};
-    if (!build_context(c->ipv4_, defs4(), "IPv4", error)) return error;
+    // 2. The tries, each built aside; the Classifier frees whatever was made if a step fails.
+    std::unique_ptr<Classifier> c(new Classifier());
+    c->entries_ = sizes.total;
+    if (v4.entries != 0)
+      if (auto error = build_family<Acl4Rule>(c->ipv4_, v4, defs4(), rules, expansions, sizes)) return *error;
+    if (v6.entries != 0)
+      if (auto error = build_family<Acl6Rule>(c->ipv6_, v6, defs6(), rules, expansions, sizes)) return *error;
+    return c;
+  } catch (const std::bad_alloc&) {
+    return out_of_memory(rules, sizes, "expanding the rules");
   }
-  if (!v6.empty()) {
-    c->ipv6_ = make_context("ipv6", v6.size(), kFields6, error);
-    if (c->ipv6_ == nullptr) return error;
-    if (rte_acl_add_rules(c->ipv6_, reinterpret_cast<const rte_acl_rule*>(v6.data()), static_cast<std::uint32_t>(v6.size())) != 0)
-      return Error{"classifier", "cannot add the IPv6 rules: " + std::string(rte_strerror(rte_errno))};
-    if (!build_context(c->ipv6_, defs6(), "IPv6", error)) return error;
-  }
-  return c;
 }
 
 Classifier::~Classifier() {

@@ -1,6 +1,13 @@
 #include "dataplane/engine.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <new>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "dataplane/actions.hpp"
 #include "dataplane/parse.hpp"
@@ -60,96 +67,155 @@ std::uint32_t metered_length(const PacketView& view, const Parsed& parsed, const
   return static_cast<std::uint32_t>(std::clamp<std::int64_t>(base + length.adjust, 0, UINT32_MAX));
 }
 
-Expected<std::unique_ptr<Engine>> Engine::create(const Policy& policy, policer::TickRate tick_rate, std::uint64_t now) {
+Expected<std::unique_ptr<Engine>> Engine::create(const Policy& policy, policer::TickRate tick_rate, std::uint64_t now,
+                                                 const EngineLimits& limits) {
   std::unique_ptr<Engine> engine(new Engine(tick_rate));
-  if (auto ok = engine->update(policy, now); !ok) return ok.error();
+  if (auto ok = engine->update(policy, now, limits); !ok) return ok.error();
   return engine;
 }
 
 Engine::Engine(policer::TickRate tick_rate) : tick_rate_(tick_rate) {}
 Engine::~Engine() = default;
 
-Expected<bool> Engine::update(const Policy& policy, std::uint64_t now) {
-  // 1. Everything that can fail, aside: profiles translated, references checked, classifier built.
-  std::map<std::string, std::unique_ptr<policer::Profile>> fresh;  // new or changed profiles
+// Everything a policy change needs, made aside by prepare() (which may fail, or run out of memory,
+// without touching the engine); commit() then only moves pointers and cannot fail.
+struct Engine::Plan {
+  Policy policy;
+  EngineLimits limits;
+  std::unique_ptr<Classifier> classifier;
+  std::map<std::string, std::unique_ptr<policer::Profile>> fresh;     // new or changed profiles, by name
+  std::map<std::string, std::unique_ptr<policer::Profile>> profiles;  // the next profiles_: names only until commit
+  std::map<std::string, std::unique_ptr<RuleState>> states;          // the next rule_states_: names only until commit
+  // Per rule, in order.
+  std::vector<const policer::Profile*> profile, parent_profile;  // the objects it will run on
+  std::vector<std::unique_ptr<RuleState>> new_state;              // a new rule's state, else null
+  std::vector<std::unique_ptr<policer::SharedMeter>> new_parent;  // a parent meter it did not have, else null
+  std::vector<std::unique_ptr<KeyedMeters>> new_keys;             // a new key table, else null (kept or none)
+  std::vector<CompiledRule> compiled;                             // all but the state's fields
+  std::vector<RuleState*> keyed;                                  // reserved
+};
+
+namespace {
+
+// A capacity as the language writes it: 256m, 64k, 1000.
+std::string capacity_text(std::uint32_t capacity) {
+  if (capacity != 0 && capacity % (1u << 20) == 0) return std::to_string(capacity >> 20) + "m";
+  if (capacity != 0 && capacity % (1u << 10) == 0) return std::to_string(capacity >> 10) + "k";
+  return std::to_string(capacity);
+}
+
+// Bytes to three significant digits in binary units: 4.03 GiB, 16.1 MiB, 548 B.
+std::string bytes_text(std::size_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) value /= 1024, ++unit;
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 || value >= 100 ? "%.0f %s" : value >= 10 ? "%.1f %s" : "%.2f %s", value,
+                kUnits[unit]);
+  return text;
+}
+
+Error key_index_unavailable(const Rule& rule) {
+  const std::uint32_t capacity = rule.per_key.capacity;
+  return Error{rule.name, "rule " + rule.name + ": cannot allocate its key index: capacity " + capacity_text(capacity) +
+                              " keys needs " + bytes_text(KeyedMeters::index_bytes_for(capacity)) + " (" +
+                              std::to_string(KeyedMeters::index_slots_for(capacity)) + " index slots of 8 bytes, and " +
+                              std::to_string(KeyedMeters::kBookkeepingBytesPerChunk) +
+                              " bytes of bookkeeping per 4096 keys), resident from the start: out of memory"};
+}
+
+}  // namespace
+
+Expected<bool> Engine::update(const Policy& policy, std::uint64_t now) { return update(policy, now, limits_); }
+
+Expected<bool> Engine::update(const Policy& policy, std::uint64_t now, const EngineLimits& limits) {
+  // The plan dies after the commit with whatever the commit did not take; if preparing it failed,
+  // with everything it had made (a classifier, key tables).
+  Plan plan;
+  try {
+    if (auto ok = prepare(policy, now, limits, plan); !ok) return ok.error();
+    retired_profiles_.reserve(retired_profiles_.size() + profiles_.size());  // commit() retires at most these
+  } catch (const std::bad_alloc&) {
+    return Error{"memory", "the policy cannot be installed: out of memory (nothing was changed)"};
+  }
+  commit(plan, now);
+  return true;
+}
+
+Expected<bool> Engine::prepare(const Policy& policy, std::uint64_t now, const EngineLimits& limits, Plan& plan) const {
+  // Names, indexed once (the first of a name wins, as Policy::find_* would have it).
+  std::unordered_map<std::string_view, const ProfileDef*> profile_defs;
+  std::unordered_map<std::string_view, const ColorMap*> color_maps;
+  profile_defs.reserve(policy.profiles.size());
+  color_maps.reserve(policy.color_maps.size());
+  for (const ProfileDef& def : policy.profiles) profile_defs.emplace(def.name, &def);
+  for (const ColorMap& map : policy.color_maps) color_maps.emplace(map.name, &map);
+
+  // Profiles, in order: new or changed ones translated; every name gets a slot in the next table.
   for (const ProfileDef& def : policy.profiles) {
+    if (profile_defs.at(def.name) != &def) continue;  // a later definition of a name: unused
+    plan.profiles.emplace(def.name, nullptr);
     auto current = profiles_.find(def.name);
     if (current != profiles_.end() && current->second->params() == def.params) continue;
     auto profile = policer::Profile::make(def.params, tick_rate_);
     if (!profile) return Error{profile.error().subject, "profile " + def.name + ": " + profile.error().message};
-    fresh.emplace(def.name, std::make_unique<policer::Profile>(*profile));
+    plan.fresh.emplace(def.name, std::make_unique<policer::Profile>(*profile));
   }
+  // The object a profile name will run on once committed (profile objects never move).
+  auto final_profile = [&](const std::string& name) -> const policer::Profile* {
+    if (auto it = plan.fresh.find(name); it != plan.fresh.end()) return it->second.get();
+    return profiles_.at(name).get();
+  };
+
+  // References, and each rule's name once.
+  std::unordered_set<std::string_view> rule_names;
+  rule_names.reserve(policy.rules.size());
   for (const Rule& rule : policy.rules) {
+    if (!rule_names.insert(rule.name).second) return Error{rule.name, "rule " + rule.name + " is defined twice"};
     for (const auto* name : {&rule.profile, rule.parent ? &*rule.parent : nullptr}) {
-      if (name != nullptr && policy.find_profile(*name) == nullptr)
+      if (name != nullptr && !profile_defs.contains(*name))
         return Error{*name, "rule " + rule.name + ": no such profile '" + *name + "'"};
     }
     for (const auto& map : {rule.pcp_map, rule.dscp_map}) {
-      if (map && policy.find_color_map(*map) == nullptr)
+      if (map && !color_maps.contains(*map))
         return Error{*map, "rule " + rule.name + ": no such color map '" + *map + "'"};
     }
   }
-  auto classifier = Classifier::build(policy.rules);
+
+  auto classifier = Classifier::build(policy.rules, ClassifierLimits{limits.max_classifier_entries});
   if (!classifier) return classifier.error();
+  plan.classifier = std::move(*classifier);
 
-  // 2. Commit. Profiles: changed ones replaced (the old object retired), removed ones retired.
-  for (auto& [name, profile] : fresh) {
-    auto& slot = profiles_[name];
-    if (slot) retired_profiles_.push_back(std::move(slot));
-    slot = std::move(profile);
-  }
-  for (auto it = profiles_.begin(); it != profiles_.end();) {
-    if (policy.find_profile(it->first) == nullptr) {
-      retired_profiles_.push_back(std::move(it->second));
-      it = profiles_.erase(it);
-    } else {
-      ++it;
+  // Per rule: its objects, a state if it is new, a parent meter if it gains one, a key table if it is
+  // new or its key definition, capacity or timeout changed (its index allocated now, resident below).
+  const std::size_t n = policy.rules.size();
+  plan.profile.reserve(n);
+  plan.parent_profile.reserve(n);
+  plan.new_state.resize(n);
+  plan.new_parent.resize(n);
+  plan.new_keys.resize(n);
+  plan.compiled.reserve(n);
+  plan.keyed.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Rule& rule = policy.rules[i];
+    const policer::Profile* profile = final_profile(rule.profile);
+    const policer::Profile* parent = rule.parent ? final_profile(*rule.parent) : nullptr;
+    plan.profile.push_back(profile);
+    plan.parent_profile.push_back(parent);
+    plan.states.emplace(rule.name, nullptr);
+    const auto old = rule_states_.find(rule.name);
+    const RuleState* state = old != rule_states_.end() ? old->second.get() : nullptr;
+    if (state == nullptr) plan.new_state[i] = std::make_unique<RuleState>(*profile, now);
+    if (parent != nullptr && (state == nullptr || !state->parent))
+      plan.new_parent[i] = std::make_unique<policer::SharedMeter>(*parent, now);
+    const bool keys_kept = state != nullptr && state->keys && same_tables(state->per_key, rule.per_key);
+    if (rule.per_key.kind != KeyKind::none && !keys_kept) {
+      plan.new_keys[i] = KeyedMeters::allocate(rule.per_key.capacity, ticks(rule.per_key.idle_timeout_ns, tick_rate_));
+      if (!plan.new_keys[i]) return key_index_unavailable(rule);
     }
-  }
-  // Rule states by name: a kept rule moves its meters to their (possibly new) profiles, keeping levels
-  // within the same algorithm and unit; a new rule gets full meters.
-  std::map<std::string, std::unique_ptr<RuleState>> states;
-  std::vector<CompiledRule> compiled;
-  std::vector<RuleState*> keyed;
-  compiled.reserve(policy.rules.size());
-  for (const Rule& rule : policy.rules) {
-    const policer::Profile& profile = *profiles_.at(rule.profile);
-    std::unique_ptr<RuleState> state;
-    if (auto old = rule_states_.find(rule.name); old != rule_states_.end()) {
-      state = std::move(old->second);
-      if (state->profile != &profile) {
-        state->meter.change_profile(profile, now);
-        // Keys follow on their next packet (see meter_keyed), from this instant.
-        state->key_profile_before = state->profile;
-        state->key_profile_changed_at = now;
-        state->profile = &profile;
-      }
-    } else {
-      state = std::make_unique<RuleState>(profile, now);
-    }
-    // Hierarchy: the parent aggregate keeps its levels across changes like any meter.
-    if (rule.parent) {
-      const policer::Profile& parent = *profiles_.at(*rule.parent);
-      if (!state->parent) state->parent = std::make_unique<policer::SharedMeter>(parent, now);
-      else if (state->parent_profile != &parent) state->parent->change_profile(parent, now);
-      state->parent_profile = &parent;
-    } else {
-      state->parent.reset();
-      state->parent_profile = nullptr;
-    }
-    // Key tables: kept while the key definition, capacity and timeout stay; otherwise made afresh.
-    if (rule.per_key.kind == KeyKind::none) {
-      state->keys.reset();
-    } else if (!state->keys || !same_tables(state->per_key, rule.per_key)) {
-      state->keys = std::make_unique<KeyedMeters>(rule.per_key.capacity, ticks(rule.per_key.idle_timeout_ns, tick_rate_));
-      state->key_profile_before = nullptr;
-    }
-    state->per_key = rule.per_key;
-    if (state->keys) keyed.push_back(state.get());
 
-    CompiledRule c;
-    c.state = state.get();
-    c.counters = &state->counters;
+    CompiledRule& c = plan.compiled.emplace_back();
     c.input = rule.input;
     c.length = rule.length;
     for (std::size_t in = 0; in < 3; ++in)
@@ -159,29 +225,87 @@ Expected<bool> Engine::update(const Policy& policy, std::uint64_t now) {
     if (rule.input == InputColor::mapped) {
       if (rule.pcp_map) {
         c.has_pcp_map = true;
-        std::copy_n(policy.find_color_map(*rule.pcp_map)->colors.begin(), c.pcp_map.size(), c.pcp_map.begin());
+        std::copy_n(color_maps.at(*rule.pcp_map)->colors.begin(), c.pcp_map.size(), c.pcp_map.begin());
       }
       if (rule.dscp_map) {
         c.has_dscp_map = true;
-        c.dscp_map = policy.find_color_map(*rule.dscp_map)->colors;
+        c.dscp_map = color_maps.at(*rule.dscp_map)->colors;
       }
       c.input_default = rule.input_default;
     }
     c.per_key = rule.per_key;
-    c.key_profile = &profile;
-    c.key_profile_before = state->key_profile_before;
-    c.key_profile_changed_at = state->key_profile_changed_at;
-    c.parent = state->parent.get();
-    compiled.push_back(c);
-    states.emplace(rule.name, std::move(state));
+    c.key_profile = profile;
   }
-  rule_states_ = std::move(states);  // states of deleted rules go with the old map
-  rules_ = std::move(compiled);
-  keyed_states_ = std::move(keyed);
-  sweep_cursor_ = 0;
-  classifier_ = std::move(*classifier);
-  policy_ = policy;
+  // Every new index allocated: now committed, all of them (a big index takes a while: not before the
+  // others are known to fit).
+  for (std::size_t i = 0; i < n; ++i)
+    if (plan.new_keys[i] && !plan.new_keys[i]->make_resident()) return key_index_unavailable(policy.rules[i]);
+  plan.policy = policy;
+  plan.limits = limits;
   return true;
+}
+
+static_assert(std::is_nothrow_move_assignable_v<Policy>, "commit() cannot fail");
+
+void Engine::commit(Plan& plan, std::uint64_t now) noexcept {
+  // Profiles: each name takes its fresh object or keeps its current one; replaced and removed ones are
+  // retired (a worker may still be reading them); update() reserved the room for them.
+  for (auto& [name, slot] : plan.profiles) {
+    const auto fresh = plan.fresh.find(name);
+    slot = fresh != plan.fresh.end() ? std::move(fresh->second) : std::move(profiles_.find(name)->second);
+  }
+  for (auto& [name, old] : profiles_)
+    if (old) retired_profiles_.push_back(std::move(old));
+  profiles_ = std::move(plan.profiles);
+
+  // Rule states by name: a kept rule moves its meters to their (possibly new) profiles, keeping levels
+  // within the same algorithm and unit; a new rule gets full meters.
+  for (std::size_t i = 0; i < plan.compiled.size(); ++i) {
+    const Rule& rule = plan.policy.rules[i];
+    const policer::Profile& profile = *plan.profile[i];
+    auto& slot = plan.states.find(rule.name)->second;
+    slot = plan.new_state[i] ? std::move(plan.new_state[i]) : std::move(rule_states_.find(rule.name)->second);
+    RuleState& state = *slot;
+    if (state.profile != &profile) {
+      state.meter.change_profile(profile, now);
+      // Keys follow on their next packet (see meter_keyed), from this instant.
+      state.key_profile_before = state.profile;
+      state.key_profile_changed_at = now;
+      state.profile = &profile;
+    }
+    // Hierarchy: the parent aggregate keeps its levels across changes like any meter.
+    if (const policer::Profile* parent = plan.parent_profile[i]) {
+      if (plan.new_parent[i]) state.parent = std::move(plan.new_parent[i]);
+      else if (state.parent_profile != parent) state.parent->change_profile(*parent, now);
+      state.parent_profile = parent;
+    } else {
+      state.parent.reset();
+      state.parent_profile = nullptr;
+    }
+    // Key tables: kept while the key definition, capacity and timeout stay; otherwise made afresh.
+    if (rule.per_key.kind == KeyKind::none) {
+      state.keys.reset();
+    } else if (plan.new_keys[i]) {
+      state.keys = std::move(plan.new_keys[i]);
+      state.key_profile_before = nullptr;
+    }
+    state.per_key = rule.per_key;
+    if (state.keys) plan.keyed.push_back(&state);
+
+    CompiledRule& c = plan.compiled[i];
+    c.state = &state;
+    c.counters = &state.counters;
+    c.key_profile_before = state.key_profile_before;
+    c.key_profile_changed_at = state.key_profile_changed_at;
+    c.parent = state.parent.get();
+  }
+  rule_states_ = std::move(plan.states);  // states of deleted rules go with the old map
+  rules_ = std::move(plan.compiled);
+  keyed_states_ = std::move(plan.keyed);
+  sweep_cursor_ = 0;
+  classifier_ = std::move(plan.classifier);
+  policy_ = std::move(plan.policy);
+  limits_ = plan.limits;
 }
 
 void Engine::apply(PacketView& view, const Parsed& parsed, const Action& action, Verdict& verdict) noexcept {
@@ -428,9 +552,18 @@ std::size_t Engine::live_keys(std::size_t rule) const noexcept {
   return s.keys ? s.keys->size() : 0;
 }
 
-std::size_t Engine::key_memory_bytes(std::size_t rule) const noexcept {
+std::size_t Engine::key_index_bytes(std::size_t rule) const noexcept {
   const RuleState& s = *rules_[rule].state;
-  return s.keys ? s.keys->memory_bytes() : 0;
+  return s.keys ? s.keys->index_bytes() : 0;
+}
+
+std::size_t Engine::key_entry_bytes(std::size_t rule) const noexcept {
+  const RuleState& s = *rules_[rule].state;
+  return s.keys ? s.keys->entry_bytes() : 0;
+}
+
+std::size_t Engine::key_memory_bytes(std::size_t rule) const noexcept {
+  return key_index_bytes(rule) + key_entry_bytes(rule);
 }
 
 }  // namespace tricolor::dataplane

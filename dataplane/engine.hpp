@@ -8,9 +8,15 @@
 // parent meter if it has one (hierarchy); then each packet's action is applied by (input, output)
 // color. No allocation (but a key table's amortised chunk), no lock per packet.
 //
-// A policy change builds a new classifier and rule table aside and swaps it in. Meters and counters
-// belong to rule names, not to a build: a rule that keeps its name keeps its meter's levels (moved to
-// its new profile with policer's live change) and its counters.
+// A policy change builds a new classifier, rule table and key tables aside and swaps them in: a change
+// that cannot be made (a bad reference, a limit, memory that cannot be had) leaves the engine as it
+// was. Meters and counters belong to rule names, not to a build: a rule that keeps its name keeps its
+// meter's levels (moved to its new profile with policer's live change) and its counters.
+//
+// Memory of a per-key rule: its key table's index and bookkeeping are allocated and made resident
+// when the rule is installed (KeyTable::index_bytes_for(capacity): 16 bytes per key of capacity and a
+// little more), so that a policy whose indexes cannot be had is refused then, not at some packet;
+// entries (128 bytes a key, in chunks of 4096) follow the live keys.
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -73,16 +79,27 @@ struct DefaultCounters {
   std::uint64_t dropped_bytes = 0;
 };
 
+// What a policy may cost, checked at every create and update (tricolor-replay and the daemon let an
+// operator raise it).
+struct EngineLimits {
+  std::size_t max_classifier_entries = kDefaultMaxClassifierEntries;  // see classifier.hpp
+};
+
 class Engine {
  public:
   static constexpr std::size_t kMaxBurst = Classifier::kMaxBurst;
 
   // Needs the EAL (the classifier). `now` is the tick at which the meters are created (full).
   static Expected<std::unique_ptr<Engine>> create(const Policy& policy, policer::TickRate tick_rate,
-                                                  std::uint64_t now);
+                                                  std::uint64_t now, const EngineLimits& limits = {});
 
-  // Replaces the policy; on error nothing changes. Rules keep their meter and counters by name.
+  // Replaces the policy; on error (a bad reference, a rule name twice, the classifier's limits, a key
+  // index or anything else that cannot be allocated) nothing changes. Rules keep their meter and
+  // counters by name. The first form keeps the engine's limits; the second replaces them if it
+  // succeeds. Linear in the rules, profiles and color maps (but the classifier's build).
   Expected<bool> update(const Policy& policy, std::uint64_t now);
+  Expected<bool> update(const Policy& policy, std::uint64_t now, const EngineLimits& limits);
+  const EngineLimits& limits() const noexcept { return limits_; }
 
   // Processes up to kMaxBurst packets; remarks are written into the frames.
   void process(std::span<PacketView> burst, std::span<Verdict> verdicts) noexcept;
@@ -97,6 +114,10 @@ class Engine {
   using KeyVisitor = std::function<void(const MeterKey& key, const KeyCounters& counters)>;
   void for_each_key(std::size_t rule, const KeyVisitor& fn) const;
   std::size_t live_keys(std::size_t rule) const noexcept;
+  // A per-key rule's key table: its index and bookkeeping (fixed from the rule's installation on),
+  // its entries (following the live keys), and both. 0 for other rules.
+  std::size_t key_index_bytes(std::size_t rule) const noexcept;
+  std::size_t key_entry_bytes(std::size_t rule) const noexcept;
   std::size_t key_memory_bytes(std::size_t rule) const noexcept;
 
   ~Engine();
@@ -122,6 +143,10 @@ class Engine {
     policer::SharedMeter* parent = nullptr;               // hierarchy
   };
 
+  struct Plan;
+  Expected<bool> prepare(const Policy& policy, std::uint64_t now, const EngineLimits& limits, Plan& plan) const;
+  void commit(Plan& plan, std::uint64_t now) noexcept;
+
   Color input_color(const CompiledRule& rule, const Parsed& parsed) const noexcept;
   void meter_keyed(CompiledRule& rule, std::span<const std::uint8_t> packets, std::span<const PacketView> burst,
                    std::span<const Parsed> parsed, std::span<const std::uint32_t> lengths, std::span<const Color> in,
@@ -133,6 +158,7 @@ class Engine {
   void take_default(PacketView& view, const Parsed& parsed, DefaultReason reason, Verdict& verdict) noexcept;
 
   policer::TickRate tick_rate_;
+  EngineLimits limits_;
   Policy policy_;
   std::unique_ptr<Classifier> classifier_;
   std::vector<CompiledRule> rules_;

@@ -7,17 +7,27 @@
 // inserts). Any other thread may walk the live entries at any time with for_each(), which never blocks
 // the owner: it only reads, and retries an entry the owner was writing (a seqlock per entry).
 //
+// Memory. A table is made by make() (or allocate() then make_resident()), which allocates the index
+// and the bookkeeping for its capacity and makes them resident at once, or fails if they cannot be
+// had: a rule's fixed cost is known, paid and checked when the rule is installed, never at a packet.
+// That fixed cost, index_bytes_for(capacity), is exactly
+//     8 B x bit_ceil(max(8, 2 x capacity))        index slots (16 B per key of capacity at powers of two)
+//   + 548 B x ceil(capacity / 4096)                per chunk: bitmap 512, summary 8, pointers 3 x 8, count 4
+//   + 16 B x ceil(ceil(capacity / 4096) / 64)      chunks-with-room and released-chunk bitmaps
+// (capacity 1 Mi: 16.1 MiB; 256 Mi: 4.03 GiB). Entries then follow the live keys: 128 B each, in
+// chunks of 4096 (512 KiB) allocated as keys arrive and released when their keys have all gone.
+//
 // Layout.
 //  - Index: open addressing with linear probing over 8-byte slots {32-bit tag, entry index + 1}, 0 =
 //    empty, a power of two of at least 2 x capacity slots (load <= 0.5: a hit probes ~1.5 slots, a
-//    miss ~2.5), allocated at the first acquire(). A probe compares the tag first, so a slot that is
-//    not the key's costs no entry access. Deletion shifts the rest of the cluster back (no
-//    tombstones: probe lengths do not degrade with churn). Only the owner touches the index.
+//    miss ~2.5). A probe compares the tag first, so a slot that is not the key's costs no entry
+//    access. Deletion shifts the rest of the cluster back (no tombstones: probe lengths do not
+//    degrade with churn). Only the owner touches the index.
 //  - Entries: 128 bytes each (two cache lines whatever the key size), in chunks of 4096 (512 KiB)
-//    allocated when first needed, so memory follows the live key count, not the capacity. A new
-//    entry takes the lowest free entry of the table (a bitmap per chunk, a per-chunk word summary and
-//    a bitmap of chunks with room), so that after a flood the high chunks drain as keys expire, and a
-//    chunk left empty is released.
+//    allocated when first needed, so their memory follows the live key count, not the capacity. A
+//    new entry takes the lowest free entry of the table (a bitmap per chunk, a per-chunk word summary
+//    and a bitmap of chunks with room), so that after a flood the high chunks drain as keys expire,
+//    and a chunk left empty is released.
 //  - Releasing a chunk while readers walk it: see release_chunk() and drain_deferred().
 //
 // The hash must not be predictable from outside, or a flood of keys chosen to share a probe sequence
@@ -117,7 +127,7 @@ inline void secret_words(std::uint64_t* out, std::size_t n) {
 }
 
 // Zeroed memory aligned to `align`; `raw` is what to free. calloc of a large block maps fresh zero
-// pages, committed only as they are touched, so memory follows use.
+// pages, committed only as they are touched (chunks: see populate(); the index: see make_resident()).
 inline void* zeroed(std::size_t bytes, std::size_t align, void*& raw) noexcept {
   raw = std::calloc(1, bytes + align);
   if (raw == nullptr) return nullptr;
@@ -141,8 +151,30 @@ inline void populate(void* p, std::size_t bytes) noexcept {
 #endif
 }
 
+// Commits every page of [p, p + bytes) now, or says it could not: the index of a table, whose memory
+// must be had when the table is made, not at some later packet. Idempotent. MADV_POPULATE_WRITE
+// (Linux 5.14+) faults the pages in as if written and reports ENOMEM; where it is not supported
+// (EINVAL), each page is written instead (the memory is ours and zero: a zero is written back).
+inline bool make_resident(void* p, std::size_t bytes) noexcept {
+  if (bytes == 0) return true;
+  constexpr std::uintptr_t kPage = 4096;
+#ifdef MADV_POPULATE_WRITE
+  // Whole pages: the partial ones at the ends are ours in part, and populating does not write.
+  const auto begin = reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1);
+  const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes + kPage - 1) & ~(kPage - 1);
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return true;
+  if (errno != EINVAL) return false;
+#endif
+  auto* bytes_of = static_cast<volatile unsigned char*>(p);
+  for (std::size_t offset = 0; offset < bytes; offset += kPage) bytes_of[offset] = 0;
+  bytes_of[bytes - 1] = 0;
+  return true;
+}
+
 // Transparent huge pages for the 2 MiB-aligned interior of a large index: a random probe then costs
-// no page walk (as DPDK's tables in huge pages). Advisory: ignored where THP is off.
+// no page walk (as DPDK's tables in huge pages). Advisory: ignored where THP is off. Given before the
+// index is made resident, so that it is faulted in as huge pages (no extra memory: it is all resident
+// anyway).
 inline void advise_huge(void* p, std::size_t bytes) noexcept {
   const auto begin = (reinterpret_cast<std::uintptr_t>(p) + kHugePage - 1) & ~(std::uintptr_t{kHugePage} - 1);
   const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) & ~(std::uintptr_t{kHugePage} - 1);
@@ -171,22 +203,46 @@ class KeyTable {
   enum class Outcome : std::uint8_t { found, created, renewed, full };
 
   // capacity: most live keys; idle_ticks: a key whose state.last is at least this far behind `now` is
-  // idle (expired); 0 = never. Only the small chunk pointer table (8 bytes per 4096 keys of capacity)
-  // is allocated here; the index and the bookkeeping come with the first acquire(), entries as needed.
-  KeyTable(std::uint32_t capacity, std::uint64_t idle_ticks)
-      : idle_(idle_ticks),
-        capacity_(capacity),
-        chunk_count_((std::size_t{capacity} + kChunkEntries - 1) >> kChunkShift),
-        chunks_(new std::atomic<Entry*>[chunk_count_]()) {
-    std::uint64_t words[kSecretWords + 1];
-    key_table_detail::secret_words(words, kSecretWords + 1);
-    std::copy_n(words, kSecretWords, secret_.begin());
-    multiplier_ = words[kSecretWords] | 1;  // odd: the product's low half is a bijection of the fold
+  // idle (expired); 0 = never. The index and the bookkeeping are allocated and made resident here
+  // (index_bytes_for(capacity) bytes); nullptr if they cannot be had. Entries come as keys arrive.
+  static std::unique_ptr<KeyTable> make(std::uint32_t capacity, std::uint64_t idle_ticks) {
+    auto table = allocate(capacity, idle_ticks);
+    if (table == nullptr || !table->make_resident()) return nullptr;
+    return table;
+  }
+
+  // make() in two steps, for a caller that makes several tables at once: it learns that one cannot be
+  // allocated before it has committed the memory of any (committing a large index takes a while).
+  // allocate(): the index and the bookkeeping allocated, the index not yet resident; nullptr if they
+  // cannot be had. make_resident(): the index's pages committed now; false if they cannot be (the
+  // table still works, its pages then fault in as probes reach them). Idempotent.
+  static std::unique_ptr<KeyTable> allocate(std::uint32_t capacity, std::uint64_t idle_ticks) {
+    std::unique_ptr<KeyTable> table(new (std::nothrow) KeyTable(capacity, idle_ticks));
+    if (table == nullptr || !table->allocate_memory()) return nullptr;
+    return table;
+  }
+  bool make_resident() noexcept {
+    return key_table_detail::make_resident(slots_, index_slots() * sizeof(std::uint64_t));
+  }
+
+  // What make() allocates for a capacity (see the top of this file), in bytes.
+  static constexpr std::size_t index_slots_for(std::uint32_t capacity) noexcept {
+    return std::bit_ceil(std::max<std::size_t>(key_table_detail::kMinSlots, 2 * std::size_t{capacity}));
+  }
+  static constexpr std::size_t kBookkeepingBytesPerChunk =
+      sizeof(std::atomic<Entry*>) + sizeof(Entry*) + sizeof(void*) + sizeof(std::uint32_t) + sizeof(std::uint64_t) +
+      sizeof(std::array<std::uint64_t, key_table_detail::kChunkWords>);
+  static_assert(kBookkeepingBytesPerChunk == 548, "the figure the README and the engine's refusal give");
+  static constexpr std::size_t index_bytes_for(std::uint32_t capacity) noexcept {
+    const std::size_t chunks = (std::size_t{capacity} + kChunkEntries - 1) >> kChunkShift;
+    const std::size_t words = (chunks + kWordBits - 1) / kWordBits;
+    return index_slots_for(capacity) * sizeof(std::uint64_t) + chunks * kBookkeepingBytesPerChunk +
+           2 * words * sizeof(std::uint64_t);
   }
 
   // No reader may be inside for_each() any more.
   ~KeyTable() {
-    for (std::size_t c = 0; mem_ && c < chunk_count_; ++c) std::free(raw_[c]);
+    for (std::size_t c = 0; raw_ && c < chunk_count_; ++c) std::free(raw_[c]);
     std::free(index_raw_);
   }
   KeyTable(const KeyTable&) = delete;
@@ -221,7 +277,7 @@ class KeyTable {
   void prefetch(std::uint64_t hash) const noexcept { __builtin_prefetch(slots_ + (hash & mask_), 0, 3); }
 
   // The key's entry. Absent: a fresh entry is created (state = fresh, counters zero) if fewer than
-  // capacity keys are live, else nullptr and Outcome::full (also if memory for the index or a chunk
+  // capacity keys are live, else nullptr and Outcome::full (also if memory for a new chunk of entries
   // cannot be had). Present but idle (now > state.last and now - state.last >= idle_ticks): renewed in
   // place (state = fresh, counters zero), Outcome::renewed. Fresh entries are written under the
   // seqlock; the caller then updates the entry between begin_write and end_write.
@@ -289,9 +345,14 @@ class KeyTable {
   // Index + bookkeeping + entry chunks allocated now (released chunks still awaiting their last
   // reader included).
   std::size_t memory_bytes() const noexcept { return index_bytes_ + chunk_bytes_; }
-  // What memory_bytes() comes back to with no entry: the index, the per-chunk bitmaps and pointers.
+  // The fixed part, allocated and resident from make() on: the index, the per-chunk bitmaps and
+  // pointers (index_bytes_for(capacity())).
   std::size_t index_bytes() const noexcept { return index_bytes_; }
-  std::size_t index_slots() const noexcept { return slots_ == &no_slot_ ? 0 : mask_ + 1; }
+  // The part that follows the live keys: the chunks of entries allocated now.
+  std::size_t entry_bytes() const noexcept { return chunk_bytes_; }
+  std::size_t index_slots() const noexcept { return mask_ + 1; }
+  // The index's memory, for tests that check it is resident.
+  const void* index_address() const noexcept { return slots_; }
   // Released chunks not yet freed because a reader may still hold them.
   std::size_t deferred_chunks() const noexcept { return deferred_count_; }
   std::uint64_t idle_ticks() const noexcept { return idle_; }
@@ -353,6 +414,16 @@ class KeyTable {
 
  private:
   using ChunkBits = std::array<std::uint64_t, key_table_detail::kChunkWords>;
+
+  KeyTable(std::uint32_t capacity, std::uint64_t idle_ticks)
+      : idle_(idle_ticks),
+        capacity_(capacity),
+        chunk_count_((std::size_t{capacity} + kChunkEntries - 1) >> kChunkShift) {
+    std::uint64_t words[kSecretWords + 1];
+    key_table_detail::secret_words(words, kSecretWords + 1);
+    std::copy_n(words, kSecretWords, secret_.begin());
+    multiplier_ = words[kSecretWords] | 1;  // odd: the product's low half is a bijection of the fold
+  }
   static constexpr std::size_t kChunkShift = key_table_detail::kChunkShift;
   static constexpr std::size_t kChunkEntries = key_table_detail::kChunkEntries;
   static constexpr std::size_t kWordBits = key_table_detail::kWordBits;
@@ -458,10 +529,6 @@ class KeyTable {
                                   Outcome& outcome) noexcept {
     outcome = Outcome::full;
     if (size_ >= capacity_) return nullptr;
-    if (slots_ == &no_slot_) {
-      if (!allocate_index()) return nullptr;
-      pos = hash & mask_;  // an empty index: the home slot is free
-    }
     const std::uint32_t index = allocate_entry();  // may take back a released chunk not yet freed
     if (index == kNoEntry) return nullptr;
     drain_deferred();
@@ -500,12 +567,15 @@ class KeyTable {
     free_entry(index);
   }
 
-  // ---- the index and the bookkeeping, at the first acquire() ----
+  // ---- the index and the bookkeeping, by make() ----
 
-  bool allocate_index() noexcept {
-    const std::size_t slots = std::bit_ceil(std::max<std::size_t>(key_table_detail::kMinSlots, 2 * std::size_t{capacity_}));
+  // All or nothing: on failure the table holds nothing (the destructor frees what is set). The
+  // bookkeeping is written here (resident); the index is zero pages until make_resident().
+  bool allocate_memory() noexcept {
+    const std::size_t slots = index_slots_for(capacity_);
     const std::size_t slot_bytes = slots * sizeof(std::uint64_t);
     const std::size_t words = (chunk_count_ + kWordBits - 1) / kWordBits;
+    chunks_.reset(new (std::nothrow) std::atomic<Entry*>[chunk_count_]());
     mem_.reset(new (std::nothrow) Entry*[chunk_count_]());
     raw_.reset(new (std::nothrow) void*[chunk_count_]());
     used_.reset(new (std::nothrow) std::uint32_t[chunk_count_]());
@@ -513,25 +583,19 @@ class KeyTable {
     free_bits_.reset(new (std::nothrow) ChunkBits[chunk_count_]);
     has_room_.reset(new (std::nothrow) std::uint64_t[words]());
     deferred_.reset(new (std::nothrow) std::uint64_t[words]());
-    void* raw = nullptr;
-    auto* slots_memory = static_cast<std::uint64_t*>(key_table_detail::zeroed(slot_bytes, key_table_detail::kCacheLine, raw));
-    if (!mem_ || !raw_ || !used_ || !any_free_ || !free_bits_ || !has_room_ || !deferred_ || !slots_memory) {
-      std::free(raw);
-      mem_.reset();  // the destructor frees chunks only with mem_
-      return false;
-    }
+    if (!chunks_ || !mem_ || !raw_ || !used_ || !any_free_ || !free_bits_ || !has_room_ || !deferred_) return false;
+    auto* slots_memory =
+        static_cast<std::uint64_t*>(key_table_detail::zeroed(slot_bytes, key_table_detail::kCacheLine, index_raw_));
+    if (slots_memory == nullptr) return false;
     key_table_detail::advise_huge(slots_memory, slot_bytes);
-    for (std::size_t c = 0; c < chunk_count_; ++c) {
+    for (std::size_t c = 0; c < chunk_count_; ++c) {  // writes every bookkeeping line: resident too
       any_free_[c] = ~std::uint64_t{0};
       free_bits_[c].fill(~std::uint64_t{0});
       has_room_[c / kWordBits] |= std::uint64_t{1} << (c % kWordBits);
     }
-    index_raw_ = raw;
     slots_ = slots_memory;
     mask_ = slots - 1;
-    index_bytes_ = slot_bytes + chunk_count_ * (sizeof(std::atomic<Entry*>) + sizeof(Entry*) + sizeof(void*) +
-                                                sizeof(std::uint32_t) + sizeof(std::uint64_t) + sizeof(ChunkBits)) +
-                   2 * words * sizeof(std::uint64_t);
+    index_bytes_ = index_bytes_for(capacity_);
     return true;
   }
 
@@ -633,7 +697,7 @@ class KeyTable {
   }
 
   // ---- owner's hot fields first ----
-  std::uint64_t* slots_ = &no_slot_;  // one empty slot (mask 0) until the first acquire()
+  std::uint64_t* slots_ = nullptr;
   std::size_t mask_ = 0;
   std::unique_ptr<Entry*[]> mem_;     // per chunk: its entries (owner's copy; kept while deferred)
   std::uint64_t idle_;
@@ -647,7 +711,6 @@ class KeyTable {
   std::size_t deferred_count_ = 0;
   std::size_t index_bytes_ = 0;
   std::size_t chunk_bytes_ = 0;
-  std::uint64_t no_slot_ = 0;
   void* index_raw_ = nullptr;
   std::unique_ptr<void*[]> raw_;                // per chunk: the allocation to free
   std::unique_ptr<std::uint32_t[]> used_;       // per chunk: live entries

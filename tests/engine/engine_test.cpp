@@ -1,11 +1,15 @@
 // The engine on frames built here: metered lengths, default actions and their counters, pair actions,
-// and policy updates that keep each rule's meter by name (levels carried over, not reset).
+// policy updates that keep each rule's meter by name (levels carried over, not reset), and updates
+// that cannot be made (limits, memory) leaving the engine as it was; per-key rules' memory.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "dataplane/engine.hpp"
 #include "dataplane/parse.hpp"
+#include "tests/engine/limited_child.hpp"
 
 namespace tricolor::dataplane {
 namespace {
@@ -200,6 +204,73 @@ TEST(Engine, FailedUpdateChangesNothing) {
   EXPECT_EQ(h.verdicts[0].out, Color::green);
 }
 
+TEST(Engine, RefusesAPolicyOverItsClassifierLimitUntilTheLimitIsRaised) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
+  policy.rules.push_back(rule("one", 1, "p"));
+  Harness h(policy);
+  EXPECT_EQ(h.engine->limits().max_classifier_entries, kDefaultMaxClassifierEntries);
+  Policy wide = policy;
+  wide.rules.push_back(rule("wide", 2, "p"));
+  for (std::uint16_t port = 1; port <= 100; port += 2) wide.rules[1].match.dst_ports.push_back({port, port});
+  auto result = h.engine->update(wide, 5, EngineLimits{50});
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.error().message.find("the rules expand to 51 classifier entries, more than the limit of 50 (biggest "
+                                        "rules wide 50, one 1); raise the limit"),
+            std::string::npos)
+      << result.error().message;
+  EXPECT_EQ(h.engine->policy(), policy);
+  EXPECT_EQ(h.engine->limits().max_classifier_entries, kDefaultMaxClassifierEntries) << "kept: the update failed";
+  ASSERT_TRUE(h.engine->update(wide, 5, EngineLimits{51}).ok());
+  EXPECT_EQ(h.engine->classifier_entries(), 51u);
+  EXPECT_EQ(h.engine->limits().max_classifier_entries, 51u);
+  // The first form keeps the raised limit.
+  wide.rules[1].match.dst_ports.push_back({200, 200});
+  result = h.engine->update(wide, 6);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.error().message.find("more than the limit of 51"), std::string::npos) << result.error().message;
+}
+
+TEST(Engine, RefusesARuleNameTwice) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
+  policy.rules.push_back(rule("one", 1, "p"));
+  Harness h(policy);
+  Policy twice = policy;
+  twice.rules.push_back(rule("one", 2, "p"));
+  auto result = h.engine->update(twice, 5);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().message, "rule one is defined twice");
+  EXPECT_EQ(h.engine->policy(), policy);
+}
+
+// An update whose memory runs out (here 50 000 profiles to translate, under an address-space limit a
+// few MiB above what the process has) returns an error and changes nothing. Was: std::bad_alloc
+// escaped (an abort in a program).
+TEST(Engine, AnUpdateThatRunsOutOfMemoryChangesNothing) {
+  if (!test::kAddressSpaceLimitUsable) GTEST_SKIP() << test::kNoLimitUnderSanitizers;
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
+  policy.rules.push_back(rule("one", 1, "p"));
+  Harness h(policy);
+  Policy big = policy;
+  for (int i = 0; i < 50000; ++i)
+    big.profiles.push_back({"profile-with-a-long-name-" + std::to_string(i), params_1r2c(1000 + i, 1000)});
+  const auto update = [&] {
+    auto result = h.engine->update(big, 5);
+    std::string text = result.ok() ? "updated" : result.error().message;
+    h.send({udp4(1000, 1, 53)}, 10);
+    text += h.engine->policy() == policy && h.verdicts[0].rule == 0 && h.verdicts[0].out == Color::green ? "; unchanged"
+                                                                                                        : "; changed";
+    return text;
+  };
+  const auto refused = [](const std::string& text) {
+    return text == "the policy cannot be installed: out of memory (nothing was changed); unchanged";
+  };
+  test::use_fresh_child_processes();
+  EXPECT_EXIT(test::run_under_address_space_limit(std::size_t{4} << 20, update, refused), testing::ExitedWithCode(0), "");
+}
+
 TEST(Engine, OneBurstManyRulesArrivalOrderWithinARule) {
   Policy policy;
   policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
@@ -287,6 +358,110 @@ TEST(EngineKeys, IdleKeysAreSweptAndTheirMemoryReturned) {
   // What remains: the index (64 Ki slots of 8 bytes) and one chunk of entries.
   EXPECT_LE(h.engine->key_memory_bytes(0) + 4 * 4096u * 128, memory) << "the idle keys' entry chunks were released";
   EXPECT_LE(h.engine->key_memory_bytes(0), 65536u * 8 + 4096u * 128 + 65536u);
+}
+
+// The process's resident memory now (VmRSS), in bytes.
+std::size_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      std::size_t kib = 0;
+      status >> kib;
+      return kib * 1024;
+    }
+    status.ignore(4096, '\n');
+  }
+  return 0;
+}
+
+// 1000 frames from distinct sources 11.0.x.y.
+std::vector<std::vector<std::uint8_t>> thousand_sources() {
+  std::vector<std::vector<std::uint8_t>> frames;
+  auto frame = udp4(100, 1, 53);
+  for (std::uint32_t k = 0; k < 1000; ++k) {
+    frame[26] = 11, frame[27] = 0, frame[28] = std::uint8_t(k >> 8), frame[29] = std::uint8_t(k);
+    frames.push_back(frame);
+  }
+  return frames;
+}
+
+// A per-key rule's index is allocated and resident when the rule is installed (16 bytes per key of
+// capacity and its bookkeeping), and keys then cost their entries only: 1000 keys in a rule of 16 Mi
+// keys' capacity take one 512 KiB chunk, not a page (or a 2 MiB huge page) of index each. Was: the
+// index came with the first packet and was faulted in as keys landed in it, megabytes per key.
+TEST(EngineKeys, TheKeyIndexIsResidentFromTheStartAndKeysCostTheirEntriesOnly) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  Rule r = keyed_rule("hosts", "p");
+  r.per_key.kind = KeyKind::src;
+  r.per_key.capacity = 16u << 20;
+  policy.rules.push_back(r);
+  // Frames, views and verdicts made beforehand: nothing but the engine allocates while keys arrive.
+  auto frames = thousand_sources();
+  std::vector<PacketView> views;
+  for (auto& f : frames) views.push_back(PacketView{f.data(), 100, 100, 1000, 0, 0x0007, false});
+  std::vector<Verdict> verdicts(32);
+  const std::size_t index = KeyTable<kKeySize>::index_bytes_for(16u << 20);
+  ASSERT_EQ(index, (std::size_t{256} << 20) + 4096 * 548 + 2 * 64 * 8);  // 32 Mi slots of 8 bytes, bookkeeping
+
+  const std::size_t before_create = resident_bytes();
+  Harness h(policy, 0);
+  const std::size_t after_create = resident_bytes();
+  // The slots at least (the bookkeeping may land on pages the process already had).
+  EXPECT_GE(after_create - before_create, std::size_t{256} << 20) << "the index is resident once the rule is installed";
+  EXPECT_EQ(h.engine->key_index_bytes(0), index);
+  EXPECT_EQ(h.engine->key_entry_bytes(0), 0u);
+  EXPECT_EQ(h.engine->key_memory_bytes(0), index);
+
+  for (std::size_t i = 0; i < views.size(); i += 32)
+    h.engine->process(std::span(views).subspan(i, std::min<std::size_t>(32, views.size() - i)), verdicts);
+  const std::size_t after_keys = resident_bytes();
+  EXPECT_EQ(h.engine->live_keys(0), 1000u);
+  EXPECT_EQ(h.engine->key_entry_bytes(0), 4096u * 128);
+  EXPECT_EQ(h.engine->key_memory_bytes(0), index + 4096u * 128);
+  // Under a sanitizer each key's probe may also fault in a page of the index's shadow memory (which
+  // making the index resident does not touch): up to a page per key more there.
+  const std::size_t allowance = (std::size_t{2} << 20) + (test::kSanitizerShadow ? 1000 * 4096 : 0);
+  EXPECT_LE(after_keys - after_create, allowance) << "1000 keys: one 512 KiB chunk of entries, and little else";
+}
+
+// Two rules of 256 Mi keys' capacity (4 GiB of index each) with 6 GiB of address space to spare: the
+// second index cannot be had, so the policy is refused, naming the rule and the size, before any
+// packet; an engine being updated keeps its policy and meters. Was: accepted, every packet of the
+// rule then reported table_full. In a child process; both indexes are allocated before either is made
+// resident, so the refusal costs no 4 GiB of memory.
+TEST(EngineKeys, APolicyWhoseKeyIndexesCannotBeHadIsRefused) {
+  if (!test::kAddressSpaceLimitUsable) GTEST_SKIP() << test::kNoLimitUnderSanitizers;
+  Policy small;
+  small.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  small.rules.push_back(rule("one", 1, "p"));
+  Policy big = small;
+  for (const char* name : {"guests", "visitors"}) {
+    Rule r = keyed_rule(name, "p");
+    r.per_key.kind = KeyKind::src;
+    r.per_key.capacity = 256u << 20;
+    big.rules.push_back(r);
+  }
+  const std::string refusal =
+      "rule visitors: cannot allocate its key index: capacity 256m keys needs 4.03 GiB (536870912 index slots of 8 "
+      "bytes, and 548 bytes of bookkeeping per 4096 keys), resident from the start: out of memory";
+  const auto update_then_create = [&] {
+    Harness h(small, 0);
+    auto result = h.engine->update(big, 5);
+    std::string text = "update: " + (result.ok() ? std::string("accepted") : result.error().message);
+    h.send({udp4(1000, 1, 53)}, 10);
+    text += h.engine->policy() == small && h.verdicts[0].rule == 0 && h.verdicts[0].out == Color::green ? "; unchanged"
+                                                                                                       : "; changed";
+    auto made = Engine::create(big, *policer::TickRate::make(kHz), 0);
+    return text + "\ncreate: " + (made.ok() ? std::string("accepted") : made.error().message);
+  };
+  const auto refused = [&](const std::string& text) {
+    return text == "update: " + refusal + "; unchanged\ncreate: " + refusal;
+  };
+  test::use_fresh_child_processes();
+  EXPECT_EXIT(test::run_under_address_space_limit(std::size_t{6} << 30, update_then_create, refused),
+              testing::ExitedWithCode(0), "");
 }
 
 TEST(EngineKeys, AParentAboveAnAggregateMeter) {

@@ -68,7 +68,8 @@ template <class Table>
 void hammer(std::uint64_t seed, std::chrono::milliseconds duration) {
   constexpr std::uint32_t kCapacity = 3 * 4096 + 100;  // four chunks
   constexpr std::uint64_t kIdle = 2000;
-  Table table(kCapacity, kIdle);
+  auto owned = test_keys::made<Table>(kCapacity, kIdle);
+  Table& table = *owned;
   std::atomic<bool> stop{false};
   ReaderStats stats[2];
   std::thread readers[2] = {
@@ -144,7 +145,8 @@ TEST(KeyTableConcurrency, Ipv6ReadersSeeConsistentEntries) {
 // seqlock retries must end (the owner writes in short windows) and copies stay consistent.
 TEST(KeyTableConcurrency, HotEntriesUnderConstantWrites) {
   using Table = KeyTable<16>;
-  Table table(64, 0);
+  auto owned = test_keys::made<Table>(64, 0);
+  Table& table = *owned;
   for (std::uint64_t id = 0; id < 8; ++id) {
     typename Table::Outcome o;
     const auto key = key_of<Table>(id);

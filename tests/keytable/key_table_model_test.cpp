@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
 #include "dataplane/key_table.hpp"
+#include "tests/keytable/key_table_test_support.hpp"
 #include "tests/meter_test_support.hpp"
 
 namespace tricolor::dataplane {
@@ -43,7 +45,7 @@ class ModelRun {
   using Outcome = typename Table::Outcome;
 
   ModelRun(std::uint64_t seed, std::uint32_t capacity, std::uint64_t idle)
-      : r_{seed}, table_(capacity, idle), capacity_(capacity), idle_(idle) {}
+      : r_{seed}, owned_(test_keys::made<Table>(capacity, idle)), table_(*owned_), capacity_(capacity), idle_(idle) {}
 
   void run(std::size_t operations) {
     for (std::size_t op = 0; op < operations; ++op) {
@@ -188,7 +190,8 @@ class ModelRun {
   }
 
   Rng r_;
-  Table table_;
+  std::unique_ptr<Table> owned_;
+  Table& table_;
   std::uint32_t capacity_;
   std::uint64_t idle_;
   std::uint64_t now_ = 1'000'000;

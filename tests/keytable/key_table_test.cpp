@@ -2,6 +2,8 @@
 // following the live keys (chunks released, also while readers hold them), hash quality and secrets,
 // and a key flood.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,6 +31,7 @@ constexpr std::size_t kEntryBytes = 128;
 constexpr std::size_t kChunkEntries = 4096;
 
 using test_keys::key_of;
+using test_keys::made;
 
 policer::State fresh_at(std::uint64_t now) { return policer::State{{1000, 2000}, now}; }
 
@@ -78,29 +81,62 @@ TEST(KeyTableLayout, EntryIsTwoCacheLinesWithFieldsInOrder) {
   EXPECT_EQ(reinterpret_cast<const char*>(&e.counters) - base, 8 + 40 + 24);
 }
 
-TEST(KeyTable, NothingBigBeforeTheFirstAcquire) {
-  Table4 t(1u << 20, 1000);
-  EXPECT_EQ(t.memory_bytes(), 0u);
+// Pages of [p, p + bytes) not resident now (mincore).
+std::size_t pages_not_resident(const void* p, std::size_t bytes) {
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(p) & ~(page - 1);
+  const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes + page - 1) & ~(page - 1);
+  std::vector<unsigned char> resident((end - begin) / page);
+  if (mincore(reinterpret_cast<void*>(begin), end - begin, resident.data()) != 0) return resident.size();
+  return static_cast<std::size_t>(std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return (r & 1) == 0; }));
+}
+
+// The fixed cost is paid by make(), all of it resident; the first key adds one chunk, nothing else.
+// (Was: nothing allocated before the first acquire(), which then allocated the index and faulted it
+// in page by page as keys arrived: a table's memory did not follow its keys, and an index that could
+// not be had showed as a full table.)
+TEST(KeyTable, TheIndexIsAllocatedAndResidentWhenTheTableIsMade) {
+  auto table = made<Table4>(1u << 20, 1000);
+  Table4& t = *table;
+  EXPECT_EQ(t.index_slots(), 2u << 20);
+  // 2 Mi slots of 8 bytes; 256 chunks of 548 bytes of bookkeeping; two bitmaps of 4 words.
+  EXPECT_EQ(t.index_bytes(), (2u << 20) * 8 + 256 * 548 + 2 * 4 * 8);
+  EXPECT_EQ(Table4::index_bytes_for(1u << 20), t.index_bytes());
+  EXPECT_EQ(t.entry_bytes(), 0u);
+  EXPECT_EQ(t.memory_bytes(), t.index_bytes());
+  EXPECT_EQ(pages_not_resident(t.index_address(), t.index_slots() * 8), 0u);
   EXPECT_EQ(t.size(), 0u);
   EXPECT_EQ(t.sweep(5000, 100), 0u);
   EXPECT_EQ(walk_count(t), 0u);
-  t.prefetch(t.hash(key_of<Table4>(1)));  // harmless on the empty index
+  t.prefetch(t.hash(key_of<Table4>(1)));
   EXPECT_EQ(outcome_of(t, 1, 10), Outcome4::created);
-  // The index (2 Mi slots of 8 bytes) and one chunk.
-  EXPECT_EQ(t.index_slots(), 2u << 20);
-  EXPECT_GE(t.index_bytes(), (2u << 20) * 8);
+  EXPECT_EQ(t.index_bytes(), Table4::index_bytes_for(1u << 20));
+  EXPECT_EQ(t.entry_bytes(), kChunkEntries * kEntryBytes);
   EXPECT_EQ(t.memory_bytes(), t.index_bytes() + kChunkEntries * kEntryBytes);
 }
 
+TEST(KeyTable, IndexBytesFollowTheFormula) {
+  EXPECT_EQ(Table4::index_bytes_for(0), 8u * 8);  // the smallest index, no chunk
+  EXPECT_EQ(Table4::index_bytes_for(1), 8u * 8 + 548 + 16);
+  EXPECT_EQ(Table4::index_bytes_for(4096), 8192u * 8 + 548 + 16);
+  EXPECT_EQ(Table4::index_bytes_for(4097), 16384u * 8 + 2 * 548 + 16);
+  // 256 Mi: 512 Mi slots (4 GiB), 65536 chunks, two bitmaps of 1024 words.
+  EXPECT_EQ(Table4::index_bytes_for(1u << 28), (std::size_t{1} << 32) + 65536u * 548 + 2 * 1024 * 8);
+  EXPECT_EQ(Table6::index_bytes_for(1000), Table4::index_bytes_for(1000));
+}
+
 TEST(KeyTable, CapacityZeroAcceptsNothing) {
-  Table4 t(0, 1000);
+  auto table = made<Table4>(0, 1000);
+  Table4& t = *table;
   EXPECT_EQ(outcome_of(t, 1, 10), Outcome4::full);
-  EXPECT_EQ(t.memory_bytes(), 0u);
+  EXPECT_EQ(t.memory_bytes(), t.index_bytes());
+  EXPECT_EQ(t.entry_bytes(), 0u);
   EXPECT_EQ(t.sweep(1'000'000, 10), 0u);
 }
 
 TEST(KeyTable, FoundKeyKeepsItsEntryAndCounters) {
-  Table4 t(100, 1000);
+  auto table = made<Table4>(100, 1000);
+  Table4& t = *table;
   Outcome4 o;
   Table4::Entry* a = touch(t, key_of<Table4>(7), 10, o);
   ASSERT_NE(a, nullptr);
@@ -120,7 +156,8 @@ TEST(KeyTable, FoundKeyKeepsItsEntryAndCounters) {
 template <class Table>
 void capacity_exactly(std::uint32_t capacity) {
   SCOPED_TRACE(capacity);
-  Table t(capacity, 1000);
+  auto table = made<Table>(capacity, 1000);
+  Table& t = *table;
   for (std::uint64_t id = 0; id < capacity; ++id) ASSERT_EQ(outcome_of(t, id, 100), Outcome4::created) << id;
   EXPECT_EQ(t.size(), capacity);
   // The exact chunk bytes: the last chunk is cut to the capacity.
@@ -151,7 +188,8 @@ TEST(KeyTable, CapacityExactlyHonoured) {
 
 TEST(KeyTable, IdleKeyRenewedOnlyAtTheTimeout) {
   constexpr std::uint64_t kIdle = 1000;
-  Table4 t(10, kIdle);
+  auto table = made<Table4>(10, kIdle);
+  Table4& t = *table;
   Outcome4 o;
   const auto key = key_of<Table4>(3);
   Table4::Entry* e = touch(t, key, 5000, o);
@@ -182,7 +220,8 @@ TEST(KeyTable, IdleKeyRenewedOnlyAtTheTimeout) {
 
 TEST(KeyTable, SweepRemovesOnlyIdleKeys) {
   constexpr std::uint64_t kIdle = 1000;
-  Table4 t(1000, kIdle);
+  auto table = made<Table4>(1000, kIdle);
+  Table4& t = *table;
   for (std::uint64_t id = 0; id < 500; ++id) ASSERT_EQ(outcome_of(t, id, 100 + id), Outcome4::created);
   // At 1300, keys with last <= 300 are idle: ids 0..200.
   EXPECT_EQ(sweep_all(t, 1300), 201u);
@@ -201,7 +240,8 @@ TEST(KeyTable, SweepRemovesOnlyIdleKeys) {
 }
 
 TEST(KeyTable, SweepBudgetAdvancesAClockHand) {
-  Table4 t(64, 10);  // 128 slots
+  auto table = made<Table4>(64, 10);  // 128 slots
+  Table4& t = *table;
   for (std::uint64_t id = 0; id < 64; ++id) ASSERT_EQ(outcome_of(t, id, 0), Outcome4::created);
   std::size_t removed = 0, calls = 0;
   while (t.size() > 0 && calls < 1000) {
@@ -215,7 +255,8 @@ TEST(KeyTable, SweepBudgetAdvancesAClockHand) {
 }
 
 TEST(KeyTable, IdleTicksZeroNeverExpires) {
-  Table4 t(10, 0);
+  auto table = made<Table4>(10, 0);
+  Table4& t = *table;
   Outcome4 o;
   const auto key = key_of<Table4>(1);
   touch(t, key, 0, o);
@@ -227,7 +268,8 @@ TEST(KeyTable, IdleTicksZeroNeverExpires) {
 
 TEST(KeyTableMemory, ChunksReleasedWhenAllKeysExpire) {
   constexpr std::uint32_t kKeys = 20000;
-  Table4 t(kKeys, 1000);
+  auto table = made<Table4>(kKeys, 1000);
+  Table4& t = *table;
   for (std::uint64_t id = 0; id < kKeys; ++id) ASSERT_EQ(outcome_of(t, id, 10), Outcome4::created);
   EXPECT_EQ(t.memory_bytes(), t.index_bytes() + kKeys * kEntryBytes);
   EXPECT_EQ(sweep_all(t, 5000), kKeys);
@@ -240,7 +282,8 @@ TEST(KeyTableMemory, ChunksReleasedWhenAllKeysExpire) {
 
 TEST(KeyTableMemory, HighChunksDrainAfterAFlood) {
   constexpr std::uint32_t kCapacity = 5 * kChunkEntries;
-  Table4 t(kCapacity, 1000);
+  auto table = made<Table4>(kCapacity, 1000);
+  Table4& t = *table;
   // A flood fills five chunks; the first 1000 keys stay busy.
   for (std::uint64_t id = 0; id < kCapacity; ++id) ASSERT_EQ(outcome_of(t, id, 0), Outcome4::created);
   for (std::uint64_t id = 0; id < 1000; ++id) ASSERT_EQ(outcome_of(t, id, 900), Outcome4::found);
@@ -257,7 +300,8 @@ TEST(KeyTableMemory, HighChunksDrainAfterAFlood) {
 // A reader parked inside for_each() (its callback waits) while the owner releases every chunk.
 TEST(KeyTableMemory, ChunksFreedOnlyOnceReadersAreGone) {
   constexpr std::uint32_t kKeys = 3 * kChunkEntries;
-  Table4 t(kKeys, 1000);
+  auto table = made<Table4>(kKeys, 1000);
+  Table4& t = *table;
   for (std::uint64_t id = 0; id < kKeys; ++id) ASSERT_EQ(outcome_of(t, id, 10), Outcome4::created);
 
   std::mutex m;
@@ -310,7 +354,8 @@ TEST(KeyTableMemory, ChunksFreedOnlyOnceReadersAreGone) {
 // load 1/2 stays short if the hash spreads them.
 TEST(KeyTableHash, ConsecutiveAddressesSpreadOverTheIndex) {
   constexpr std::uint32_t kKeys = 1u << 20;
-  Table4 t(kKeys, 0);
+  auto table = made<Table4>(kKeys, 0);
+  Table4& t = *table;
   for (std::uint32_t i = 0; i < kKeys; ++i) {
     Table4::Key key{};
     const std::uint32_t address = 0x0a000000u + i;  // 10.0.0.0 up
@@ -332,7 +377,8 @@ TEST(KeyTableHash, ConsecutiveAddressesSpreadOverTheIndex) {
 
 TEST(KeyTableHash, ConsecutiveIpv6AndPortsSpread) {
   constexpr std::uint32_t kKeys = 1u << 18;
-  Table6 t(kKeys, 0);
+  auto table = made<Table6>(kKeys, 0);
+  Table6& t = *table;
   for (std::uint32_t i = 0; i < kKeys; ++i) {
     Table6::Key key{};
     key[0] = 0x20;
@@ -350,8 +396,10 @@ TEST(KeyTableHash, ConsecutiveIpv6AndPortsSpread) {
 }
 
 TEST(KeyTableHash, EveryTableHasItsOwnSecret) {
-  Table4 a(10, 0), b(10, 0);
-  Table6 c(10, 0), d(10, 0);
+  auto owned_a = made<Table4>(10, 0), owned_b = made<Table4>(10, 0);
+  auto owned_c = made<Table6>(10, 0), owned_d = made<Table6>(10, 0);
+  Table4 &a = *owned_a, &b = *owned_b;
+  Table6 &c = *owned_c, &d = *owned_d;
   int same4 = 0, same6 = 0;
   for (std::uint64_t id = 0; id < 64; ++id) {
     same4 += a.hash(key_of<Table4>(id)) == b.hash(key_of<Table4>(id));
@@ -365,7 +413,8 @@ TEST(KeyTableHash, EveryTableHasItsOwnSecret) {
 // Every bit of the key reaches the slot bits: flipping one key bit changes each of the low 16 hash
 // bits about half the time.
 TEST(KeyTableHash, AvalancheOnTheSlotBits) {
-  Table6 t(10, 0);
+  auto table = made<Table6>(10, 0);
+  Table6& t = *table;
   Rng r{17};
   constexpr int kTrials = 200;
   constexpr int kSlotBits = 16;
@@ -397,7 +446,8 @@ TEST(KeyTableFlood, SizeNeverExceedsCapacity) {
   constexpr std::size_t kSweepPerKey = 8;
   for (const bool sweeping : {false, true}) {
     SCOPED_TRACE(sweeping);
-    Table4 t(kCapacity, kIdle);
+    auto table = made<Table4>(kCapacity, kIdle);
+    Table4& t = *table;
     std::size_t created = 0, full = 0, most = 0;
     std::uint64_t now = 0;
     for (std::uint64_t id = 0; id < 4 * kCapacity; ++id, ++now) {

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <new>
 
 namespace tricolor::dataplane::test_keys {
 
@@ -15,6 +17,15 @@ typename Table::Key key_of(std::uint64_t id) {
   const std::uint64_t check = ~id;
   std::memcpy(key.data() + key.size() - sizeof check, &check, sizeof check);
   return key;
+}
+
+// A table from KeyTable::make. The tests' tables are small: failing to get their memory is the test
+// machine's fault, reported as such.
+template <class Table>
+std::unique_ptr<Table> made(std::uint32_t capacity, std::uint64_t idle_ticks) {
+  auto table = Table::make(capacity, idle_ticks);
+  if (table == nullptr) throw std::bad_alloc();
+  return table;
 }
 
 }  // namespace tricolor::dataplane::test_keys
