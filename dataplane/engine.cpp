@@ -10,7 +10,9 @@
 #include <unordered_set>
 
 #include "dataplane/actions.hpp"
+#include "dataplane/memory_text.hpp"
 #include "dataplane/parse.hpp"
+#include "policer/quote.hpp"
 
 namespace tricolor::dataplane {
 
@@ -97,25 +99,6 @@ struct Engine::Plan {
 
 namespace {
 
-// A capacity as the language writes it: 256m, 64k, 1000.
-std::string capacity_text(std::uint32_t capacity) {
-  if (capacity != 0 && capacity % (1u << 20) == 0) return std::to_string(capacity >> 20) + "m";
-  if (capacity != 0 && capacity % (1u << 10) == 0) return std::to_string(capacity >> 10) + "k";
-  return std::to_string(capacity);
-}
-
-// Bytes to three significant digits in binary units: 4.03 GiB, 16.1 MiB, 548 B.
-std::string bytes_text(std::size_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes);
-  std::size_t unit = 0;
-  while (value >= 1024 && unit + 1 < std::size(kUnits)) value /= 1024, ++unit;
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 || value >= 100 ? "%.0f %s" : value >= 10 ? "%.1f %s" : "%.2f %s", value,
-                kUnits[unit]);
-  return text;
-}
-
 Error key_index_unavailable(const Rule& rule) {
   const std::uint32_t capacity = rule.per_key.capacity;
   return Error{rule.name, "rule " + rule.name + ": cannot allocate its key index: capacity " + capacity_text(capacity) +
@@ -175,11 +158,11 @@ Expected<bool> Engine::prepare(const Policy& policy, std::uint64_t now, const En
     if (!rule_names.insert(rule.name).second) return Error{rule.name, "rule " + rule.name + " is defined twice"};
     for (const auto* name : {&rule.profile, rule.parent ? &*rule.parent : nullptr}) {
       if (name != nullptr && !profile_defs.contains(*name))
-        return Error{*name, "rule " + rule.name + ": no such profile '" + *name + "'"};
+        return Error{*name, "rule " + rule.name + ": no such profile " + quote(*name)};
     }
     for (const auto& map : {rule.pcp_map, rule.dscp_map}) {
       if (map && !color_maps.contains(*map))
-        return Error{*map, "rule " + rule.name + ": no such color map '" + *map + "'"};
+        return Error{*map, "rule " + rule.name + ": no such color map " + quote(*map)};
     }
   }
 

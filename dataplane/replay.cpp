@@ -28,6 +28,7 @@
 #include "dataplane/eal.hpp"
 #include "dataplane/engine.hpp"
 #include "dataplane/keys.hpp"
+#include "dataplane/memory_text.hpp"
 #include "dataplane/parse.hpp"
 #include "dataplane/replay_files.hpp"
 #include "dataplane/replay_report.hpp"
@@ -44,6 +45,8 @@ constexpr int kExitUsage = 1;  // the command line is wrong
 constexpr int kExitInput = 2;  // a policy, capture or output that cannot be used
 // --top-keys: no rule holds more keys than the largest capacity (2^28); --all-keys lists them all.
 constexpr std::uint64_t kMaxTopKeys = std::uint64_t{1} << 28;
+// --max-classifier-entries: rte_acl counts a trie's entries in 32 bits.
+constexpr std::uint64_t kMaxClassifierEntries = UINT32_MAX;
 
 // A path in a message: quoted, escaped (see policer/quote.hpp).
 std::string path_text(const std::string& path) { return quote(path, kQuotePathMaxBytes); }
@@ -66,16 +69,19 @@ void check_stdout() {
   if (!std::cout) fail(std::string("cannot write to standard output: ") + std::strerror(errno != 0 ? errno : EIO));
 }
 
-std::size_t parse_top_keys(const std::string& text) {
+// A count given as an option: digits only (no sign, no exponent), within [least, most].
+std::uint64_t parse_count(const std::string& option, const std::string& text, std::uint64_t least, std::uint64_t most,
+                          const std::string& what, const std::string& note = "") {
   std::uint64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  const std::string at = option + " " + quote(text) + ": ";
   if (!digits || end != text.data() + text.size())
-    usage_error("--top-keys " + quote(text) + ": expected a number of keys, 0 or more (--all-keys lists every key)");
-  if (ec == std::errc::result_out_of_range || value > kMaxTopKeys)
-    usage_error("--top-keys " + quote(text) + ": at most " + std::to_string(kMaxTopKeys) +
-                ", the most keys a rule can hold (--all-keys lists every key)");
-  return static_cast<std::size_t>(value);
+    usage_error(at + "expected " + what + ", " + std::to_string(least) + " or more" + note);
+  if (ec == std::errc::result_out_of_range || value > most)
+    usage_error(at + "at most " + std::to_string(most) + note);
+  if (value < least) usage_error(at + "at least " + std::to_string(least) + note);
+  return value;
 }
 
 std::string action_text(const Verdict& v) {
@@ -105,8 +111,24 @@ void warn_wrapped_timestamps(const std::string& path, const CaptureWriter::OutOf
             << first << "), beyond pcap's 32-bit seconds; the file holds their times minus 2^32 s (136 years)\n";
 }
 
+// What each per-key rule's key table costs, said when the policy is installed: the index is paid
+// now (and was refused if it could not be), the entries as keys arrive.
+void report_key_memory(const Engine& engine) {
+  using Entry = KeyTable<kKeySize>::Entry;
+  const Policy& policy = engine.policy();
+  for (std::size_t r = 0; r < policy.rules.size(); ++r) {
+    const Rule& rule = policy.rules[r];
+    if (rule.per_key.kind == KeyKind::none) continue;
+    std::cerr << "tricolor-replay: rule " << rule.name << ": key index " << bytes_text(engine.key_index_bytes(r))
+              << " for capacity " << capacity_text(rule.per_key.capacity)
+              << ", allocated and resident now; entries " << sizeof(Entry) << " B per live key, in "
+              << bytes_text(sizeof(Entry) * key_table_detail::kChunkEntries) << " chunks as keys arrive\n";
+  }
+}
+
 struct Options {
   std::string policy_path, capture_path, out_path, csv_path, json_path, demo_dir, top_keys = "10";
+  std::string max_classifier_entries = std::to_string(kDefaultMaxClassifierEntries);
   bool table = false, all_keys = false;
   std::uint64_t demo_seconds = 3, demo_seed = 1;
 };
@@ -140,7 +162,11 @@ int run(Options& o) {
   if (o.table) files.push_back({"standard output (the table)", "/dev/stdout", true});
   if (auto conflict = same_file_conflict(files)) fail(*conflict);
 
-  const std::size_t top_keys = parse_top_keys(o.top_keys);
+  const auto top_keys = static_cast<std::size_t>(
+      parse_count("--top-keys", o.top_keys, 0, kMaxTopKeys, "a number of keys",
+                  " (the most keys a rule can hold; --all-keys lists every key)"));
+  const EngineLimits limits{static_cast<std::size_t>(parse_count(
+      "--max-classifier-entries", o.max_classifier_entries, 1, kMaxClassifierEntries, "a number of classifier entries"))};
   auto text = control::read_policy_file(o.policy_path);
   if (!text) fail(text.error().message);
   auto policy = control::load(*text);
@@ -170,8 +196,15 @@ int run(Options& o) {
   bool more = (*reader)->next(records[0]);
   pending = more ? 1 : 0;
   const std::uint64_t start = more ? records[0].timestamp_ns : 0;
-  auto engine = Engine::create(*policy, *policer::TickRate::make(kTicksPerSecond), start);
-  if (!engine) fail("policy " + path_text(o.policy_path) + ": " + engine.error().message);
+  auto engine = Engine::create(*policy, *policer::TickRate::make(kTicksPerSecond), start, limits);
+  if (!engine) {
+    std::string message = "policy " + path_text(o.policy_path) + ": " + engine.error().message;
+    // The engine says "raise the limit"; here that is an option.
+    if (const auto at = message.find("raise the limit"); at != std::string::npos)
+      message.replace(at, 15, "raise the limit with --max-classifier-entries");
+    fail(message);
+  }
+  report_key_memory(**engine);
 
   std::uint64_t index = 0;
   PacketView views[kBurst];
@@ -243,6 +276,9 @@ int main(int argc, char** argv) {
   auto* json = app.add_option("--json", o.json_path, "write the summary per rule as JSON");
   app.add_option("--top-keys", o.top_keys, "per-key rules: list this many keys in the JSON, by red bytes (default 10)");
   app.add_flag("--all-keys", o.all_keys, "per-key rules: list every live key in the JSON");
+  app.add_option("--max-classifier-entries", o.max_classifier_entries,
+                 "refuse a policy whose rules expand to more classifier entries than this (default " +
+                     std::to_string(kDefaultMaxClassifierEntries) + "; see the README)");
   app.add_flag("--table", o.table, "print the per-rule table on stdout (the default when no output is asked for)");
   app.add_option("--demo", o.demo_dir,
                  "generate an example capture and policy into DIR, replay them with every output in DIR, print the table");
