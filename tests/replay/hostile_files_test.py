@@ -18,7 +18,6 @@ import tempfile
 
 replay, readme = sys.argv[1], sys.argv[2]
 work = tempfile.mkdtemp(prefix="tricolor-hostile-files-")
-os.chmod(work, 0o755)  # readable by the unprivileged user of the permission case
 failures = []
 
 USAGE, INPUT = 1, 2  # tricolor-replay's exit statuses: a wrong command line; an unusable file
@@ -53,12 +52,11 @@ def digest(p):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def run(args, stdout=subprocess.PIPE, preexec=None):
+def run(args, stdout=subprocess.PIPE):
     # Every case here ends in well under a second; one that does not (a policy read from /dev/zero
     # without end) is stopped, and fails, long before it could exhaust memory.
     try:
-        return subprocess.run([replay, *args], stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=20,
-                              preexec_fn=preexec)
+        return subprocess.run([replay, *args], stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=20)
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(args, "timeout", "", "(still running after 20 s: stopped)")
 
@@ -92,14 +90,13 @@ for name, policy_path, words in [
 # ---- finding 14: an unreadable policy says why ------------------------------------------------------
 locked = write("locked.policy", POLICY_TEXT)
 os.chmod(locked, 0)
-drop_privileges = None
-if os.geteuid() == 0:  # root reads any file: run the case as nobody
-    def drop_privileges():
-        os.setgroups([])
-        os.setgid(65534)
-        os.setuid(65534)
-check("unreadable policy", run(["--policy", locked, "--in", capture], preexec=drop_privileges), INPUT,
-      "cannot open: Permission denied")
+if os.geteuid() == 0:
+    # root reads any file: run the case without the capabilities that let it (util-linux's setpriv)
+    result = subprocess.run(["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", replay, "--policy",
+                             locked, "--in", capture], capture_output=True, text=True, timeout=20)
+else:
+    result = run(["--policy", locked, "--in", capture])
+check("unreadable policy", result, INPUT, "cannot open: Permission denied")
 
 # ---- findings 13 and 14: messages show hostile text quoted and escaped; any line ending loads ---------
 hostile = write("hostile.policy", "profile add p 1r2c cir 1mbit cbs 10k\nrule add x\x1b]0;owned\x07 profile p\n" +
