@@ -195,8 +195,7 @@ int run(Options& o) {
   std::size_t pending = 0;
   bool more = (*reader)->next(records[0]);
   pending = more ? 1 : 0;
-  const std::uint64_t start = more ? records[0].timestamp_ns : 0;
-  auto engine = Engine::create(*policy, *policer::TickRate::make(kTicksPerSecond), start, limits);
+  auto engine = Engine::create(*policy, *policer::TickRate::make(kTicksPerSecond), EngineOptions{limits});
   if (!engine) {
     std::string message = "policy " + path_text(o.policy_path) + ": " + engine.error().message;
     // The engine says "raise the limit"; here that is an option.
