@@ -181,6 +181,7 @@ void hammer(std::uint64_t seed, std::chrono::milliseconds duration, Control cont
   EXPECT_EQ(removed, created);
   EXPECT_GT(full, 0u);
   EXPECT_EQ(replenish_failures, 0u);
+  EXPECT_GT(replenishes, 0u);
   EXPECT_GT(peak_bytes, 0u);
   EXPECT_EQ(min_bytes, 0u) << "chunks were never handed back while readers ran";
   EXPECT_EQ(table.entry_bytes(), 0u);
@@ -188,15 +189,17 @@ void hammer(std::uint64_t seed, std::chrono::milliseconds duration, Control cont
   // No chunk lost, none released twice: what the source handed out is what the table says it holds.
   EXPECT_EQ(source.bytes(), table.memory_bytes());
   EXPECT_EQ(source.bad_releases(), 0u);
+  const std::uint64_t starved = table.starved();
   owned.reset();
   EXPECT_EQ(source.bytes(), 0u);
   EXPECT_EQ(source.blocks(), 0u);
   EXPECT_EQ(source.bad_releases(), 0u);
-  std::printf("%zu-byte keys, control %s: %llu rounds, %llu created, %llu full, %llu replenish calls; readers: "
-              "%llu walks, %llu entries copied\n",
+  std::printf("%zu-byte keys, control %s: %llu rounds, %llu created, %llu full (%llu starved), %llu replenish calls; "
+              "readers: %llu walks, %llu entries copied\n",
               sizeof(typename Table::Key), control == Control::in_owner ? "in the owner" : "in its own thread",
               static_cast<unsigned long long>(rounds), static_cast<unsigned long long>(created),
-              static_cast<unsigned long long>(full), static_cast<unsigned long long>(replenishes),
+              static_cast<unsigned long long>(full), static_cast<unsigned long long>(starved),
+              static_cast<unsigned long long>(replenishes),
               static_cast<unsigned long long>(stats[0].walks + stats[1].walks),
               static_cast<unsigned long long>(stats[0].entries + stats[1].entries));
 }
