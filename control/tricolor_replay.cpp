@@ -107,7 +107,8 @@ void report_key_memory(const Engine& engine) {
     std::cerr << "tricolor-replay: rule " << rule.name << ": key index " << bytes_text(engine.key_index_bytes(r))
               << " for capacity " << capacity_text(rule.per_key.capacity)
               << ", allocated and resident now; entries " << sizeof(Entry) << " B per live key, in "
-              << bytes_text(sizeof(Entry) * key_table_detail::kChunkEntries) << " chunks as keys arrive\n";
+              << bytes_text(sizeof(Entry) * key_table_detail::kChunkEntries) << " chunks as keys arrive ("
+              << bytes_text(engine.key_spare_bytes(r)) << " of them kept ready)\n";
   }
 }
 
@@ -175,7 +176,9 @@ int run_program(Options& o) {
 
   auto eal = MemoryOnlyEal::init("tricolor-replay");
   if (!eal) fail(eal.error().message);
-  auto engine = Engine::create(*policy, *policer::TickRate::make(kReplayTicksPerSecond), EngineOptions{limits});
+  EngineOptions options;
+  options.limits = limits;
+  auto engine = Engine::create(*policy, *policer::TickRate::make(kReplayTicksPerSecond), options);
   if (!engine) {
     std::string message = "policy " + path_text(o.policy_path) + ": " + engine.error().message;
     // The engine says "raise the limit"; here that is an option.

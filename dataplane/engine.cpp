@@ -99,15 +99,20 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Policy& policy, policer::
   if (options.workers == 0) return Error{"workers", "an engine needs at least one worker"};
   auto rcu = Rcu::make(options.workers);
   if (!rcu) return rcu.error();
-  std::unique_ptr<Engine> engine(new Engine(tick_rate, std::move(*rcu), options.workers));
+  std::unique_ptr<Engine> engine(new Engine(tick_rate, std::move(*rcu), options));
   if (auto ok = engine->update(policy, options.limits); !ok) return ok.error();
   return engine;
 }
 
-Engine::Engine(policer::TickRate tick_rate, std::unique_ptr<Rcu> rcu, unsigned workers)
+Engine::Engine(policer::TickRate tick_rate, std::unique_ptr<Rcu> rcu, const EngineOptions& options)
     : tick_rate_(tick_rate), rcu_(std::move(rcu)) {
-  workers_.reserve(workers);
-  for (unsigned w = 0; w < workers; ++w) workers_.push_back(std::make_unique<Worker>(published_, *rcu_, w));
+  workers_.reserve(options.workers);
+  memory_.reserve(options.workers);
+  for (unsigned w = 0; w < options.workers; ++w) {
+    workers_.push_back(std::make_unique<Worker>(published_, *rcu_, w));
+    MemorySource* source = w < options.memory.size() ? options.memory[w] : nullptr;
+    memory_.push_back(source != nullptr ? source : &heap_memory());
+  }
 }
 
 // No worker may be processing any more.
@@ -239,7 +244,8 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
     if (keyed && !keys_kept) {
       rp.new_keys.reserve(workers);
       for (unsigned w = 0; w < workers; ++w) {
-        auto table = KeyedMeters::allocate(rule.per_key.capacity, ticks(rule.per_key.idle_timeout_ns, tick_rate_));
+        auto table =
+            KeyedMeters::allocate(rule.per_key.capacity, ticks(rule.per_key.idle_timeout_ns, tick_rate_), *memory_[w]);
         if (!table) return key_index_unavailable(rule);
         rp.new_keys.push_back(std::move(table));
       }
@@ -346,10 +352,19 @@ void Engine::reclaim() noexcept {
 
 std::size_t Engine::retired_sets() const noexcept { return retired_.size(); }
 
+void Engine::maintain() noexcept {
+  for (unsigned w = 0; w < current_->workers; ++w)
+    for (const std::uint32_t rule : current_->keyed) current_->worker_rule(rule, w).keys->replenish();
+  reclaim();
+}
+
 void Engine::process(std::span<PacketView> burst, std::span<Verdict> verdicts) noexcept {
   Worker& worker = *workers_[0];
   worker.online();
   worker.process(burst, verdicts);
+  // The control side's work, on this thread: the tables the burst took chunks from, or gave chunks
+  // back to, topped up and drained (others have nothing to do), then what retired sets owned freed.
+  for (KeyedMeters* table : worker.tables_touched()) table->replenish();
   worker.offline();
   reclaim();
 }
@@ -396,8 +411,22 @@ std::size_t Engine::key_entry_bytes(std::size_t rule) const noexcept {
   return sum;
 }
 
+std::size_t Engine::key_spare_bytes(std::size_t rule) const noexcept {
+  std::size_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.spare_bytes(); });
+  return sum;
+}
+
 std::size_t Engine::key_memory_bytes(std::size_t rule) const noexcept {
-  return key_index_bytes(rule) + key_entry_bytes(rule);
+  std::size_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.memory_bytes(); });
+  return sum;
+}
+
+std::uint64_t Engine::keys_starved(std::size_t rule) const noexcept {
+  std::uint64_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.starved(); });
+  return sum;
 }
 
 }  // namespace tricolor::dataplane

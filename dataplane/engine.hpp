@@ -34,6 +34,7 @@
 #include "dataplane/classifier.hpp"
 #include "dataplane/key_table.hpp"
 #include "dataplane/keys.hpp"
+#include "dataplane/memory_source.hpp"
 #include "dataplane/packet.hpp"
 #include "dataplane/policy.hpp"
 #include "dataplane/rcu.hpp"
@@ -54,6 +55,10 @@ struct EngineLimits {
 struct EngineOptions {
   EngineLimits limits;
   unsigned workers = 1;
+  // Where each worker's key tables take their memory (memory_source.hpp): the daemon gives each
+  // worker DPDK memory on its socket; empty, or a null entry, means the heap (tricolor-replay, tests).
+  // The sources must outlive the engine.
+  std::vector<MemorySource*> memory;
 };
 
 class Engine {
@@ -76,6 +81,11 @@ class Engine {
   // Frees what retired rule sets owned once every online worker has passed a quiescent point since.
   // Never waits. Called by the control thread periodically (and by process() below).
   void reclaim() noexcept;
+  // The control thread's periodic work: every key table's pool of ready chunks topped up and the
+  // chunks its worker gave back taken (KeyTable::replenish), then reclaim(). Often enough that a
+  // table's spare chunks (2 x 4096 keys) cannot run out between two calls, or new keys are refused
+  // and counted as starved.
+  void maintain() noexcept;
   std::size_t retired_sets() const noexcept;  // not freed yet
 
   Worker& worker(unsigned w) noexcept { return *workers_[w]; }
@@ -103,14 +113,18 @@ class Engine {
   // installation on), their entries (following the live keys), and both. 0 for other rules.
   std::size_t key_index_bytes(std::size_t rule) const noexcept;
   std::size_t key_entry_bytes(std::size_t rule) const noexcept;
-  std::size_t key_memory_bytes(std::size_t rule) const noexcept;
+  std::size_t key_spare_bytes(std::size_t rule) const noexcept;  // chunks kept ready for new keys
+  std::size_t key_memory_bytes(std::size_t rule) const noexcept;  // index, entries and spares
+  // New keys refused because no chunk was ready (the control side had not kept up), since the rule's
+  // tables were made; they took the rule's fallback, as when its table is full.
+  std::uint64_t keys_starved(std::size_t rule) const noexcept;
 
  private:
   struct Slot;
   struct Plan;
   struct Retired;
 
-  Engine(policer::TickRate tick_rate, std::unique_ptr<Rcu> rcu, unsigned workers);
+  Engine(policer::TickRate tick_rate, std::unique_ptr<Rcu> rcu, const EngineOptions& options);
   Expected<bool> prepare(const Policy& policy, const EngineLimits& limits, Plan& plan) const;
   void commit(Plan& plan) noexcept;
   template <class Fn>
@@ -119,6 +133,7 @@ class Engine {
   policer::TickRate tick_rate_;
   std::unique_ptr<Rcu> rcu_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<MemorySource*> memory_;  // per worker
   EngineLimits limits_;
   std::atomic<const RuleSet*> published_{nullptr};  // what workers read
   std::unique_ptr<RuleSet> current_;                // the same, owned

@@ -135,7 +135,10 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
       __builtin_prefetch(reinterpret_cast<const char*>(entries[k]) + 64, 1);
     }
   }
-  if (created != 0) counters.keys_created.add(created);
+  if (created != 0) {
+    counters.keys_created.add(created);
+    touched_[touched_count_++] = &table;
+  }
   if (renewed != 0) counters.keys_renewed.add(renewed);
   policer::with_algorithm(profile.algorithm(), [&](auto algo) {
     using Algo = decltype(algo);
@@ -183,13 +186,15 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
 void Worker::sweep_keys(const RuleSet& set, std::uint64_t now) noexcept {
   if (set.keyed.empty()) return;
   if (sweep_cursor_ >= set.keyed.size()) sweep_cursor_ = 0;  // a wrap, not a division per burst
-  set.worker_rule(set.keyed[sweep_cursor_++], id_).keys->sweep(now, kSweepBudget);
+  KeyedMeters& table = *set.worker_rule(set.keyed[sweep_cursor_++], id_).keys;
+  if (table.sweep(now, kSweepBudget) != 0) touched_[touched_count_++] = &table;
 }
 
 const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> verdicts) noexcept {
   // The newest set, once per burst: it stays ours until our next quiescent point.
   const RuleSet& set = *published_.load(std::memory_order_acquire);
   const std::size_t n = std::min(burst.size(), kMaxBurst);
+  touched_count_ = 0;
   Parsed parsed[kMaxBurst];
   std::uint64_t earliest = UINT64_MAX, latest = 0;
   for (std::size_t i = 0; i < n; ++i) {

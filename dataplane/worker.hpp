@@ -12,6 +12,7 @@
 //
 // What a worker writes is its own: its counters (per rule, per default reason) and its key tables,
 // which other threads read without ever blocking it.
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <span>
@@ -56,6 +57,10 @@ class Worker {
   void online() noexcept;
   void offline() noexcept;
 
+  // The key tables the last burst took chunks from or gave chunks back to (new keys, the sweep): the
+  // ones whose pools need the control side, for a control side on this worker's thread (tricolor-replay).
+  std::span<KeyedMeters* const> tables_touched() const noexcept { return {touched_.data(), touched_count_}; }
+
   unsigned id() const noexcept { return id_; }
   const WorkerDefaultCounters& default_counters() const noexcept { return defaults_; }
 
@@ -85,6 +90,8 @@ class Worker {
   std::uint64_t first_tick_ = 0;  // of the current burst: the tick of changes it is the first to see
   SeenGenerations seen_;
   std::size_t sweep_cursor_ = 0;  // into the set's per-key rules
+  std::array<KeyedMeters*, kMaxBurst + 1> touched_{};  // a burst's rules' tables, and the one swept
+  std::size_t touched_count_ = 0;
   WorkerDefaultCounters defaults_;
 };
 

@@ -52,7 +52,9 @@ Policy policy_at(int version) {
 }
 
 TEST(EngineThreads, WorkersMeterWhileTheControlThreadPublishes) {
-  auto made = Engine::create(policy_at(0), *policer::TickRate::make(kHz), EngineOptions{.limits = {}, .workers = 2});
+  EngineOptions options;
+  options.workers = 2;
+  auto made = Engine::create(policy_at(0), *policer::TickRate::make(kHz), options);
   ASSERT_TRUE(made.ok()) << made.error().message;
   Engine& engine = **made;
   constexpr int kVersions = 60;        // policies the control thread publishes while the workers run
