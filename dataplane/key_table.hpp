@@ -305,7 +305,7 @@ class KeyTable {
   // Also hands released chunks to the control side once no reader can hold them.
   std::size_t sweep(std::uint64_t now, std::size_t budget) noexcept {
     drain_deferred();
-    if (size_ == 0 || idle_ == 0) return 0;
+    if (live() == 0 || idle_ == 0) return 0;
     std::size_t removed = 0;
     std::size_t pos = hand_;
     for (; budget > 0; --budget) {
@@ -317,7 +317,7 @@ class KeyTable {
         if (expired(entry_at(index)->state.last, now)) {
           remove_at(pos, index);
           ++removed;
-          if (size_ == 0) break;
+          if (live() == 0) break;
           continue;  // the slot now holds the next entry of the cluster, or nothing
         }
       }
@@ -328,7 +328,7 @@ class KeyTable {
     return removed;
   }
 
-  std::size_t size() const noexcept { return size_; }  // live keys
+  std::size_t size() const noexcept { return live(); }  // live keys; any thread may ask
   std::size_t capacity() const noexcept { return capacity_; }
   std::size_t index_slots() const noexcept { return mask_ + 1; }
   // The index's memory, for tests that check it is resident.
@@ -428,7 +428,7 @@ class KeyTable {
   // Walks the whole index (tests, diagnostics).
   ProbeStats probe_stats() const noexcept {
     ProbeStats stats;
-    if (size_ == 0) return stats;
+    if (live() == 0) return stats;
     std::size_t total = 0;
     for (std::size_t pos = 0; pos <= mask_; ++pos) {
       const std::uint64_t s = slots_[pos];
@@ -437,7 +437,7 @@ class KeyTable {
       stats.max = std::max(stats.max, distance);
       total += distance;
     }
-    stats.mean = static_cast<double>(total) / static_cast<double>(size_);
+    stats.mean = static_cast<double>(total) / static_cast<double>(live());
     return stats;
   }
 
@@ -599,7 +599,7 @@ class KeyTable {
   [[gnu::noinline]] Entry* insert(const Key& key, std::uint64_t hash, std::size_t pos, const policer::State& fresh,
                                   Outcome& outcome) noexcept {
     outcome = Outcome::full;
-    if (size_ >= capacity_) return nullptr;
+    if (live() >= capacity_) return nullptr;
     const std::uint32_t index = allocate_entry();  // may take back a released chunk not yet freed
     if (index == kNoEntry) return nullptr;
     drain_deferred();
@@ -611,7 +611,7 @@ class KeyTable {
     e.counters = KeyCounters{};
     end_write(e);
     slots_[pos] = (hash >> 32 << 32) | (std::uint64_t{index} + 1);
-    ++size_;
+    set_live(live() + 1);
     outcome = Outcome::created;
     return &e;
   }
@@ -634,7 +634,7 @@ class KeyTable {
       }
     }
     slots_[hole] = 0;
-    --size_;
+    set_live(live() - 1);
     free_entry(index);
   }
 
@@ -824,7 +824,11 @@ class KeyTable {
   std::uint64_t idle_;
   std::uint64_t multiplier_;
   std::array<std::uint64_t, kSecretWords> secret_;
-  std::size_t size_ = 0;
+  // Live keys: written by the owner alone (a relaxed load and store, no read-modify-write: the cost
+  // of a plain increment), read by any thread.
+  std::atomic<std::size_t> size_{0};
+  std::size_t live() const noexcept { return size_.load(std::memory_order_relaxed); }
+  void set_live(std::size_t n) noexcept { size_.store(n, std::memory_order_relaxed); }
   std::uint32_t capacity_;
   std::size_t chunk_count_;
   std::size_t hand_ = 0;       // the sweep's clock hand

@@ -98,7 +98,7 @@ TEST(EngineThreads, WorkersMeterWhileTheControlThreadPublishes) {
       read_packets += c.packets[0] + c.packets[1] + c.packets[2];
       std::size_t keys = 0;
       engine.for_each_key(r, [&](const MeterKey&, const KeyCounters&) { ++keys; });
-      read_packets += keys;
+      read_packets += keys + engine.live_keys(r) + engine.key_memory_bytes(r) / 4096;
     }
     read_packets += engine.default_counters().packets;
     engine.reclaim();
