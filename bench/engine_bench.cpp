@@ -86,7 +86,7 @@ Policy policy(std::uint32_t capacity) {
 }
 
 std::unique_ptr<Engine> make_engine(std::uint32_t capacity) {
-  auto e = Engine::create(policy(capacity), *policer::TickRate::make(rte_get_tsc_hz()), rte_rdtsc());
+  auto e = Engine::create(policy(capacity), *policer::TickRate::make(rte_get_tsc_hz()));
   return e ? std::move(*e) : nullptr;
 }
 

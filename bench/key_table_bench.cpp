@@ -6,7 +6,14 @@
 //                             entry's seqlock. 1, 4 Ki, 64 Ki, 1 Mi and 16 Mi live IPv4 keys (16 bytes),
 //                             visited in random order, bursts of 32, one TSC read per burst.
 //   BM_hit_v6/<impl>/1048576  the same with 1 Mi IPv6 keys (40 bytes).
-//   BM_insert/<impl>/<keys>   ns per new key inserted into an empty table until it holds <keys>.
+//   BM_insert/<impl>/<keys>   ns per new key inserted into an empty table until it holds <keys>. Ours:
+//                             the control side's replenish() after every burst, timed with the
+//                             inserts (one thread does both, as tricolor-replay): its chunks of
+//                             entries are taken from the heap (mmap, pages committed) as they fill.
+//   BM_insert/ours_owner/<keys>  the same inserts with the control side's work untimed (as when a
+//                             control thread of the daemon takes and commits the chunks): the owner's
+//                             cost alone. The ready pool holds 64 chunks; it is topped up, untimed,
+//                             every 64 chunks' worth of keys.
 //   BM_full/ours/<keys>       ns per packet of a new key offered to a full table (all refused).
 //
 // <impl>:
@@ -18,7 +25,7 @@
 //                entries in an array; prefetch the 32 entries, then the same meter check and count.
 //
 // Counters: ns_per_packet (or ns_per_insert); bytes_per_meter: ours memory_bytes() / size() (index,
-// bookkeeping and entry chunks); rte_hash: the DPDK heap taken by rte_hash_create() (buckets, key
+// bookkeeping and entry chunks; a full table keeps no spare chunk); rte_hash: the DPDK heap taken by rte_hash_create() (buckets, key
 // store, free-slot ring: measured with rte_malloc_get_socket_stats) plus the 128-byte entry each key
 // points to, per key.
 //
@@ -190,8 +197,9 @@ struct Ours {
   policer::Profile profile;
   explicit Ours(std::unique_ptr<KeyTable<K>> made) : owned(std::move(made)), table(*owned), profile(make_profile()) {}
   // A table for n keys, or nullptr if its index cannot be had.
-  static std::shared_ptr<Ours> make(std::size_t n) {
-    auto table = KeyTable<K>::make(static_cast<std::uint32_t>(n), idle_ticks());
+  static std::shared_ptr<Ours> make(std::size_t n, std::size_t spare_chunks = KeyTable<K>::kDefaultSpareChunks) {
+    auto table = KeyTable<K>::make(static_cast<std::uint32_t>(n), idle_ticks(),
+                                   tricolor::dataplane::heap_memory(), spare_chunks);
     return table ? std::make_shared<Ours>(std::move(table)) : nullptr;
   }
 };
@@ -216,9 +224,10 @@ Ours<K>* ours_with_keys(std::size_t n) {
     const auto& live = keys<K>(n).live;
     const std::uint64_t now = rte_rdtsc();
     const policer::State fresh = policer::full_state(made->profile, now);
-    for (const auto& key : live) {
+    for (std::size_t i = 0; i < live.size(); ++i) {
+      if (i % kBurst == 0 && !made->table.replenish()) return nullptr;
       typename KeyTable<K>::Outcome o;
-      if (made->table.acquire(key, made->table.hash(key), now, fresh, o) == nullptr) return nullptr;
+      if (made->table.acquire(live[i], made->table.hash(live[i]), now, fresh, o) == nullptr) return nullptr;
     }
     return made;
   });
@@ -288,19 +297,35 @@ void bm_full_ours(benchmark::State& state) {
   per_item(state, static_cast<double>(state.iterations() * kBurst), "ns_per_packet");
 }
 
-// Inserts into an empty table up to capacity (manual time: only the inserts are timed); the table is
-// then emptied (all keys idle, swept: chunks freed) for the next iteration, as after a flood.
+// Inserts into an empty table up to capacity (manual time: only the inserts are timed, and with
+// `control_timed` the control side's replenish() after each burst); the table is then emptied (all
+// keys idle, swept, chunks taken back by the control side: two kept as spares, the rest given back to
+// the heap) for the next iteration, as after a flood.
+template <bool control_timed>
 void bm_insert_ours(benchmark::State& state) {
+  constexpr std::size_t kOwnerSpares = KeyTable<16>::kMaxSpareChunks;
+  constexpr std::size_t kSegment = kOwnerSpares * tricolor::dataplane::key_table_detail::kChunkEntries;
   const auto n = static_cast<std::size_t>(state.range(0));
   static const char tag = 0;
-  Ours<16>* ours = keep<Ours<16>>(&tag, n, [n] { return Ours<16>::make(n); });
+  Ours<16>* ours = keep<Ours<16>>(&tag, n, [n] {
+    return Ours<16>::make(n, control_timed ? KeyTable<16>::kDefaultSpareChunks : kOwnerSpares);
+  });
   if (ours == nullptr) return state.SkipWithError("could not allocate the table");
   KeyTable<16>& t = ours->table;
   const auto* live = keys<16>(n).live.data();
   std::size_t created = 0;
+  bool replenished = true;
   auto fill = [&] {
-    const auto start = std::chrono::steady_clock::now();
+    double seconds = 0;
+    auto start = std::chrono::steady_clock::now();
     for (std::size_t pos = 0; pos < n; pos += kBurst) {
+      if constexpr (control_timed) {
+        replenished &= t.replenish();
+      } else if (pos % kSegment == 0) {  // the control thread's work, untimed
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        replenished &= t.replenish();
+        start = std::chrono::steady_clock::now();
+      }
       const std::uint64_t now = rte_rdtsc();
       const policer::State fresh = policer::full_state(ours->profile, now);
       std::uint64_t h[kBurst];
@@ -310,15 +335,19 @@ void bm_insert_ours(benchmark::State& state) {
         created += t.acquire(live[pos + k], h[k], now, fresh, o) != nullptr;
       }
     }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  auto empty = [&] { t.sweep(rte_rdtsc() + idle_ticks(), 2 * t.index_slots()); };
+  auto empty = [&] {
+    t.sweep(rte_rdtsc() + idle_ticks(), 2 * t.index_slots());
+    replenished &= t.replenish();
+  };
   std::size_t bytes = 0;
   for (auto _ : state) {
     state.SetIterationTime(fill());
     bytes = t.memory_bytes();
     empty();
   }
+  if (!replenished) state.SkipWithError("the heap had no memory for a chunk");
   if (created != state.iterations() * n) state.SkipWithError("a key was refused below capacity");
   per_item(state, static_cast<double>(state.iterations() * n), "ns_per_insert");
   state.counters["bytes_per_meter"] = static_cast<double>(bytes) / static_cast<double>(n);
@@ -461,7 +490,11 @@ void register_benchmarks() {
   }
   for (std::size_t n : kInsertSizes) {
     const auto arg = static_cast<std::int64_t>(n);
-    benchmark::RegisterBenchmark("BM_insert/ours", bm_insert_ours)->Arg(arg)->UseManualTime()->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("BM_insert/ours", bm_insert_ours<true>)->Arg(arg)->UseManualTime()->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("BM_insert/ours_owner", bm_insert_ours<false>)
+        ->Arg(arg)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("BM_insert/rte_hash", bm_insert_rte)->Arg(arg)->UseManualTime()->Unit(benchmark::kMillisecond);
   }
 }

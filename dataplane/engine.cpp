@@ -1,103 +1,81 @@
 #include "dataplane/engine.hpp"
 
 #include <algorithm>
-#include <cstdio>
-#include <iterator>
 #include <new>
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 
-#include "dataplane/actions.hpp"
 #include "dataplane/memory_text.hpp"
-#include "dataplane/parse.hpp"
 #include "policer/quote.hpp"
 
 namespace tricolor::dataplane {
 
-using KeyedMeters = KeyTable<kKeySize>;
+// A rule name's state across rule sets: its shared meters, and each worker's counters and key table.
+// Freed (after a grace period) when the rule is deleted.
+struct Engine::Slot {
+  std::uint32_t id = 0;
+  std::unique_ptr<policer::SharedMeter> aggregate;          // the aggregate meter (per-key rules: the fallback)
+  std::shared_ptr<const policer::Profile> profile;          // what the rule's meters run on now
+  std::shared_ptr<const ProfileHistory> history;            // its recent changes
+  std::unique_ptr<policer::SharedMeter> parent;             // hierarchy
+  std::shared_ptr<const policer::Profile> parent_profile;
+  std::shared_ptr<const ProfileHistory> parent_history;
+  std::vector<std::unique_ptr<WorkerRuleCounters>> counters;  // per worker
+  PerKey per_key;                                           // the key tables' configuration
+  std::vector<std::unique_ptr<KeyedMeters>> keys;           // per worker (per-key rules)
+};
 
-struct Engine::RuleState {
-  RuleState(const policer::Profile& p, std::uint64_t now) : meter(p, now), profile(&p) {}
-  policer::SharedMeter meter;         // the aggregate meter (per-key rules: the fallback), shared by workers
-  const policer::Profile* profile;    // the profile `meter` runs on (control side only)
-  std::unique_ptr<policer::SharedMeter> parent;
-  const policer::Profile* parent_profile = nullptr;
-  // Per-key rules: the configuration the table was made with, and the table (owned by this engine's
-  // worker; both address families, so that the capacity counts all the rule's keys).
-  PerKey per_key;
-  std::unique_ptr<KeyedMeters> keys;
-  const policer::Profile* key_profile_before = nullptr;
-  std::uint64_t key_profile_changed_at = 0;
-  RuleCounters counters;
+// What a replaced rule set owned, freed once every worker has passed a quiescent point after `token`.
+struct Engine::Retired {
+  std::uint64_t token = 0;
+  std::unique_ptr<RuleSet> set;
+  std::vector<std::unique_ptr<Slot>> slots;                   // deleted rules
+  std::vector<std::unique_ptr<policer::SharedMeter>> meters;  // parent meters given up
+  std::vector<std::unique_ptr<KeyedMeters>> tables;           // key tables replaced or given up
+};
+
+// Everything a policy change needs, made aside by prepare() (which may fail, or run out of memory,
+// without touching the engine); commit() then only moves pointers and cannot fail.
+struct Engine::Plan {
+  struct RulePlan {
+    Slot* slot = nullptr;                  // the rule's slot: an existing one, or `created`
+    std::unique_ptr<Slot> created;         // a new rule's
+    std::shared_ptr<const policer::Profile> profile, parent_profile;
+    std::shared_ptr<const ProfileHistory> history, parent_history;
+    std::unique_ptr<policer::SharedMeter> new_parent;  // a parent meter the rule did not have
+    bool drop_parent = false;                          // the rule has no parent any more
+    std::vector<std::unique_ptr<KeyedMeters>> new_keys;  // per worker: the rule's tables made afresh
+    bool drop_keys = false;                              // the rule has no key tables any more
+  };
+  EngineLimits limits;
+  bool built_classifier = false;
+  std::unique_ptr<RuleSet> set;
+  std::vector<RulePlan> rules;  // in policy order
+  std::map<std::string, std::shared_ptr<const policer::Profile>> profiles;  // the next profiles_
+  std::map<std::string, std::unique_ptr<Slot>> slots;                       // the next slots_: names only until commit
+  Retired retired;                                                          // room reserved for what is replaced
 };
 
 namespace {
-constexpr std::uint32_t kStrippedTagBytes = 4;
-constexpr std::int64_t kL1OverheadBytes = 24;  // preamble and SFD 8, inter-frame gap 12, FCS 4
-constexpr std::size_t kPrefetchAhead = 4;      // frames whose first line is fetched while parsing
-constexpr std::size_t kSweepBudget = 64;       // key-table index slots examined per burst
-
-std::uint32_t l2_bytes(const PacketView& v) noexcept {
-  return v.wire_length + (v.has_stripped_vlan ? kStrippedTagBytes : 0);
-}
 
 std::uint64_t ticks(std::uint64_t ns, policer::TickRate rate) {
   return static_cast<std::uint64_t>(static_cast<unsigned __int128>(ns) * rate.hz() / 1'000'000'000u);  // cold path
-}
-
-// A new key that found its rule's table full and whose fallback is not the aggregate meter: no meter
-// saw it, so it skips the parent and takes the default action or a drop.
-bool unmetered(const Verdict& v, KeyFallback fallback) noexcept {
-  return v.table_full && fallback != KeyFallback::aggregate;
 }
 
 bool same_tables(const PerKey& a, const PerKey& b) {
   return a.kind == b.kind && a.ipv4_prefix == b.ipv4_prefix && a.ipv6_prefix == b.ipv6_prefix &&
          a.capacity == b.capacity && a.idle_timeout_ns == b.idle_timeout_ns;
 }
-}  // namespace
 
-std::uint32_t metered_length(const PacketView& view, const Parsed& parsed, const MeteredLength& length) noexcept {
-  std::int64_t base = 0;
-  switch (length.base) {
-    case LengthBase::l1: base = std::int64_t{l2_bytes(view)} + kL1OverheadBytes; break;
-    case LengthBase::l2: base = l2_bytes(view); break;
-    case LengthBase::l3: base = parsed.l3_length; break;
-  }
-  return static_cast<std::uint32_t>(std::clamp<std::int64_t>(base + length.adjust, 0, UINT32_MAX));
+// The classifier depends on the rules' matches and their order only.
+bool same_matches(const Policy& a, const std::vector<Rule>& b) {
+  if (a.rules.size() != b.size()) return false;
+  for (std::size_t i = 0; i < b.size(); ++i)
+    if (a.rules[i].match != b[i].match) return false;
+  return true;
 }
-
-Expected<std::unique_ptr<Engine>> Engine::create(const Policy& policy, policer::TickRate tick_rate, std::uint64_t now,
-                                                 const EngineLimits& limits) {
-  std::unique_ptr<Engine> engine(new Engine(tick_rate));
-  if (auto ok = engine->update(policy, now, limits); !ok) return ok.error();
-  return engine;
-}
-
-Engine::Engine(policer::TickRate tick_rate) : tick_rate_(tick_rate) {}
-Engine::~Engine() = default;
-
-// Everything a policy change needs, made aside by prepare() (which may fail, or run out of memory,
-// without touching the engine); commit() then only moves pointers and cannot fail.
-struct Engine::Plan {
-  Policy policy;
-  EngineLimits limits;
-  std::unique_ptr<Classifier> classifier;
-  std::map<std::string, std::unique_ptr<policer::Profile>> fresh;     // new or changed profiles, by name
-  std::map<std::string, std::unique_ptr<policer::Profile>> profiles;  // the next profiles_: names only until commit
-  std::map<std::string, std::unique_ptr<RuleState>> states;          // the next rule_states_: names only until commit
-  // Per rule, in order.
-  std::vector<const policer::Profile*> profile, parent_profile;  // the objects it will run on
-  std::vector<std::unique_ptr<RuleState>> new_state;              // a new rule's state, else null
-  std::vector<std::unique_ptr<policer::SharedMeter>> new_parent;  // a parent meter it did not have, else null
-  std::vector<std::unique_ptr<KeyedMeters>> new_keys;             // a new key table, else null (kept or none)
-  std::vector<CompiledRule> compiled;                             // all but the state's fields
-  std::vector<RuleState*> keyed;                                  // reserved
-};
-
-namespace {
 
 Error key_index_unavailable(const Rule& rule) {
   const std::uint32_t capacity = rule.per_key.capacity;
@@ -108,25 +86,58 @@ Error key_index_unavailable(const Rule& rule) {
                               " bytes of bookkeeping per 4096 keys), resident from the start: out of memory"};
 }
 
+// A profile change brought by set `generation`: the history the next sets carry.
+std::shared_ptr<const ProfileHistory> changed(const std::shared_ptr<const ProfileHistory>& history,
+                                              std::uint64_t generation, const policer::Profile& before) {
+  return std::make_shared<const ProfileHistory>((history ? *history : ProfileHistory{}).with(generation, before));
+}
+
 }  // namespace
 
-Expected<bool> Engine::update(const Policy& policy, std::uint64_t now) { return update(policy, now, limits_); }
+Expected<std::unique_ptr<Engine>> Engine::create(const Policy& policy, policer::TickRate tick_rate,
+                                                 const EngineOptions& options) {
+  if (options.workers == 0) return Error{"workers", "an engine needs at least one worker"};
+  auto rcu = Rcu::make(options.workers);
+  if (!rcu) return rcu.error();
+  std::unique_ptr<Engine> engine(new Engine(tick_rate, std::move(*rcu), options));
+  if (auto ok = engine->update(policy, options.limits); !ok) return ok.error();
+  return engine;
+}
 
-Expected<bool> Engine::update(const Policy& policy, std::uint64_t now, const EngineLimits& limits) {
+Engine::Engine(policer::TickRate tick_rate, std::unique_ptr<Rcu> rcu, const EngineOptions& options)
+    : tick_rate_(tick_rate), rcu_(std::move(rcu)) {
+  workers_.reserve(options.workers);
+  memory_.reserve(options.workers);
+  for (unsigned w = 0; w < options.workers; ++w) {
+    workers_.push_back(std::make_unique<Worker>(published_, *rcu_, w));
+    MemorySource* source = w < options.memory.size() ? options.memory[w] : nullptr;
+    memory_.push_back(source != nullptr ? source : &heap_memory());
+  }
+}
+
+// No worker may be processing any more.
+Engine::~Engine() = default;
+
+Expected<bool> Engine::update(const Policy& policy) { return update(policy, limits_); }
+
+Expected<bool> Engine::update(const Policy& policy, const EngineLimits& limits) {
   // The plan dies after the commit with whatever the commit did not take; if preparing it failed,
   // with everything it had made (a classifier, key tables).
   Plan plan;
   try {
-    if (auto ok = prepare(policy, now, limits, plan); !ok) return ok.error();
-    retired_profiles_.reserve(retired_profiles_.size() + profiles_.size());  // commit() retires at most these
+    if (auto ok = prepare(policy, limits, plan); !ok) return ok.error();
+    retired_.reserve(retired_.size() + 1);  // commit() retires the current set
   } catch (const std::bad_alloc&) {
     return Error{"memory", "the policy cannot be installed: out of memory (nothing was changed)"};
   }
-  commit(plan, now);
+  commit(plan);
   return true;
 }
 
-Expected<bool> Engine::prepare(const Policy& policy, std::uint64_t now, const EngineLimits& limits, Plan& plan) const {
+Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits, Plan& plan) const {
+  const unsigned workers = static_cast<unsigned>(workers_.size());
+  const std::uint64_t generation = current_ ? current_->generation + 1 : 1;
+
   // Names, indexed once (the first of a name wins, as Policy::find_* would have it).
   std::unordered_map<std::string_view, const ProfileDef*> profile_defs;
   std::unordered_map<std::string_view, const ColorMap*> color_maps;
@@ -135,21 +146,19 @@ Expected<bool> Engine::prepare(const Policy& policy, std::uint64_t now, const En
   for (const ProfileDef& def : policy.profiles) profile_defs.emplace(def.name, &def);
   for (const ColorMap& map : policy.color_maps) color_maps.emplace(map.name, &map);
 
-  // Profiles, in order: new or changed ones translated; every name gets a slot in the next table.
+  // Profiles: a name whose parameters are unchanged keeps its object (so its rules see no change);
+  // new or changed ones are translated.
   for (const ProfileDef& def : policy.profiles) {
     if (profile_defs.at(def.name) != &def) continue;  // a later definition of a name: unused
-    plan.profiles.emplace(def.name, nullptr);
     auto current = profiles_.find(def.name);
-    if (current != profiles_.end() && current->second->params() == def.params) continue;
+    if (current != profiles_.end() && current->second->params() == def.params) {
+      plan.profiles.emplace(def.name, current->second);
+      continue;
+    }
     auto profile = policer::Profile::make(def.params, tick_rate_);
     if (!profile) return Error{profile.error().subject, "profile " + def.name + ": " + profile.error().message};
-    plan.fresh.emplace(def.name, std::make_unique<policer::Profile>(*profile));
+    plan.profiles.emplace(def.name, std::make_shared<const policer::Profile>(*profile));
   }
-  // The object a profile name will run on once committed (profile objects never move).
-  auto final_profile = [&](const std::string& name) -> const policer::Profile* {
-    if (auto it = plan.fresh.find(name); it != plan.fresh.end()) return it->second.get();
-    return profiles_.at(name).get();
-  };
 
   // References, and each rule's name once.
   std::unordered_set<std::string_view> rule_names;
@@ -166,39 +175,86 @@ Expected<bool> Engine::prepare(const Policy& policy, std::uint64_t now, const En
     }
   }
 
-  auto classifier = Classifier::build(policy.rules, ClassifierLimits{limits.max_classifier_entries});
-  if (!classifier) return classifier.error();
-  plan.classifier = std::move(*classifier);
+  auto set = std::make_unique<RuleSet>();
+  set->generation = generation;
+  set->workers = workers;
+  set->default_action = policy.default_action;
+  set->policy = std::make_shared<const Policy>(policy);
+  // The classifier: the current one while no rule's match or place changed (a change of rates does
+  // not pay an rte_acl build), else built aside.
+  if (current_ && same_matches(*current_->policy, policy.rules) &&
+      current_->classifier->entries() <= limits.max_classifier_entries) {
+    set->classifier = current_->classifier;
+  } else {
+    auto classifier = Classifier::build(policy.rules, ClassifierLimits{limits.max_classifier_entries});
+    if (!classifier) return classifier.error();
+    set->classifier = std::move(*classifier);
+    plan.built_classifier = true;
+  }
 
-  // Per rule: its objects, a state if it is new, a parent meter if it gains one, a key table if it is
-  // new or its key definition, capacity or timeout changed (its index allocated now, resident below).
+  // Per rule: its slot (kept by name, or new), its profiles and their histories, a parent meter if it
+  // gains one, key tables if it is new or its key definition, capacity or timeout changed (indexes
+  // allocated now, made resident below).
   const std::size_t n = policy.rules.size();
-  plan.profile.reserve(n);
-  plan.parent_profile.reserve(n);
-  plan.new_state.resize(n);
-  plan.new_parent.resize(n);
-  plan.new_keys.resize(n);
-  plan.compiled.reserve(n);
-  plan.keyed.reserve(n);
+  plan.rules.resize(n);
+  set->rules.resize(n);
+  set->worker_rules.resize(n * workers);
+  set->profiles.reserve(2 * n);
+  plan.retired.slots.reserve(slots_.size());
+  plan.retired.meters.reserve(n);
+  plan.retired.tables.reserve(n * workers);
   for (std::size_t i = 0; i < n; ++i) {
     const Rule& rule = policy.rules[i];
-    const policer::Profile* profile = final_profile(rule.profile);
-    const policer::Profile* parent = rule.parent ? final_profile(*rule.parent) : nullptr;
-    plan.profile.push_back(profile);
-    plan.parent_profile.push_back(parent);
-    plan.states.emplace(rule.name, nullptr);
-    const auto old = rule_states_.find(rule.name);
-    const RuleState* state = old != rule_states_.end() ? old->second.get() : nullptr;
-    if (state == nullptr) plan.new_state[i] = std::make_unique<RuleState>(*profile, now);
-    if (parent != nullptr && (state == nullptr || !state->parent))
-      plan.new_parent[i] = std::make_unique<policer::SharedMeter>(*parent, now);
-    const bool keys_kept = state != nullptr && state->keys && same_tables(state->per_key, rule.per_key);
-    if (rule.per_key.kind != KeyKind::none && !keys_kept) {
-      plan.new_keys[i] = KeyedMeters::allocate(rule.per_key.capacity, ticks(rule.per_key.idle_timeout_ns, tick_rate_));
-      if (!plan.new_keys[i]) return key_index_unavailable(rule);
+    Plan::RulePlan& rp = plan.rules[i];
+    rp.profile = plan.profiles.at(rule.profile);
+    if (rule.parent) rp.parent_profile = plan.profiles.at(*rule.parent);
+    plan.slots.emplace(rule.name, nullptr);
+
+    const auto old = slots_.find(rule.name);
+    if (old != slots_.end()) {
+      rp.slot = old->second.get();
+      rp.history = rp.slot->history;
+      if (rp.slot->profile != rp.profile) rp.history = changed(rp.history, generation, *rp.slot->profile);
+    } else {
+      rp.created = std::make_unique<Slot>();
+      rp.created->id = next_slot_ + static_cast<std::uint32_t>(i);
+      rp.created->aggregate = std::make_unique<policer::SharedMeter>(*rp.profile, 0);  // full, at any tick
+      rp.created->counters.reserve(workers);
+      for (unsigned w = 0; w < workers; ++w) rp.created->counters.push_back(std::make_unique<WorkerRuleCounters>());
+      rp.slot = rp.created.get();
+    }
+    const Slot& slot = *rp.slot;
+
+    // Hierarchy: the parent meter keeps its levels across changes like any meter.
+    if (rule.parent) {
+      if (slot.parent && !rp.created) {
+        rp.parent_history = slot.parent_history;
+        if (slot.parent_profile != rp.parent_profile)
+          rp.parent_history = changed(rp.parent_history, generation, *slot.parent_profile);
+      } else {
+        rp.new_parent = std::make_unique<policer::SharedMeter>(*rp.parent_profile, 0);
+      }
+    } else {
+      rp.drop_parent = slot.parent != nullptr;
     }
 
-    CompiledRule& c = plan.compiled.emplace_back();
+    // Key tables: kept while the key definition, capacity and timeout stay; otherwise made afresh.
+    const bool keyed = rule.per_key.kind != KeyKind::none;
+    const bool keys_kept = !slot.keys.empty() && same_tables(slot.per_key, rule.per_key);
+    if (keyed && !keys_kept) {
+      rp.new_keys.reserve(workers);
+      for (unsigned w = 0; w < workers; ++w) {
+        auto table =
+            KeyedMeters::allocate(rule.per_key.capacity, ticks(rule.per_key.idle_timeout_ns, tick_rate_), *memory_[w]);
+        if (!table) return key_index_unavailable(rule);
+        rp.new_keys.push_back(std::move(table));
+      }
+    }
+    rp.drop_keys = !keyed && !slot.keys.empty();
+
+    // The rule as workers run it.
+    CompiledRule& c = set->rules[i];
+    c.slot = slot.id;
     c.input = rule.input;
     c.length = rule.length;
     for (std::size_t in = 0; in < 3; ++in)
@@ -217,336 +273,160 @@ Expected<bool> Engine::prepare(const Policy& policy, std::uint64_t now, const En
       c.input_default = rule.input_default;
     }
     c.per_key = rule.per_key;
-    c.key_profile = profile;
+    c.profile = rp.profile.get();
+    c.history = rp.history.get();
+    c.profile_generation = rp.history ? rp.history->newest() : 0;
+    c.aggregate = slot.aggregate.get();
+    set->profiles.push_back(rp.profile);
+    if (rp.history) set->histories.push_back(rp.history);
+    if (rule.parent) {
+      c.parent = rp.new_parent ? rp.new_parent.get() : slot.parent.get();
+      c.parent_profile = rp.parent_profile.get();
+      c.parent_history = rp.new_parent ? nullptr : rp.parent_history.get();
+      c.parent_generation = c.parent_history ? c.parent_history->newest() : 0;
+      set->profiles.push_back(rp.parent_profile);
+      if (c.parent_history) set->histories.push_back(rp.parent_history);
+    }
+    if (keyed) set->keyed.push_back(static_cast<std::uint32_t>(i));
+    for (unsigned w = 0; w < workers; ++w) {
+      WorkerRule& mine = set->worker_rules[i * workers + w];
+      mine.counters = slot.counters[w].get();
+      if (keyed) mine.keys = keys_kept ? slot.keys[w].get() : rp.new_keys[w].get();
+    }
   }
   // Every new index allocated: now committed, all of them (a big index takes a while: not before the
   // others are known to fit).
   for (std::size_t i = 0; i < n; ++i)
-    if (plan.new_keys[i] && !plan.new_keys[i]->make_resident()) return key_index_unavailable(policy.rules[i]);
-  plan.policy = policy;
+    for (auto& table : plan.rules[i].new_keys)
+      if (!table->make_resident()) return key_index_unavailable(policy.rules[i]);
+  plan.set = std::move(set);
   plan.limits = limits;
   return true;
 }
 
-static_assert(std::is_nothrow_move_assignable_v<Policy>, "commit() cannot fail");
+static_assert(std::is_nothrow_move_assignable_v<std::shared_ptr<const policer::Profile>>, "commit() cannot fail");
 
-void Engine::commit(Plan& plan, std::uint64_t now) noexcept {
-  // Profiles: each name takes its fresh object or keeps its current one; replaced and removed ones are
-  // retired (a worker may still be reading them); update() reserved the room for them.
-  for (auto& [name, slot] : plan.profiles) {
-    const auto fresh = plan.fresh.find(name);
-    slot = fresh != plan.fresh.end() ? std::move(fresh->second) : std::move(profiles_.find(name)->second);
+void Engine::commit(Plan& plan) noexcept {
+  Retired& retired = plan.retired;
+  // Rules by name: each slot takes what the plan made for it; replaced tables and given-up meters go
+  // with the old set (a worker may still be using them).
+  const Policy& policy = *plan.set->policy;
+  for (std::size_t i = 0; i < plan.rules.size(); ++i) {
+    Plan::RulePlan& rp = plan.rules[i];
+    auto& entry = plan.slots.find(policy.rules[i].name)->second;
+    entry = rp.created ? std::move(rp.created) : std::move(slots_.find(policy.rules[i].name)->second);
+    Slot& slot = *entry;
+    slot.profile = std::move(rp.profile);
+    slot.history = std::move(rp.history);
+    if (rp.new_parent) slot.parent = std::move(rp.new_parent);
+    if (rp.drop_parent) retired.meters.push_back(std::move(slot.parent));
+    slot.parent_profile = std::move(rp.parent_profile);
+    slot.parent_history = std::move(rp.parent_history);
+    if (!rp.new_keys.empty() || rp.drop_keys) {
+      for (auto& table : slot.keys) retired.tables.push_back(std::move(table));
+      slot.keys = std::move(rp.new_keys);
+    }
+    slot.per_key = policy.rules[i].per_key;
   }
-  for (auto& [name, old] : profiles_)
-    if (old) retired_profiles_.push_back(std::move(old));
+  for (auto& [name, slot] : slots_)
+    if (slot) retired.slots.push_back(std::move(slot));  // deleted rules
+  slots_ = std::move(plan.slots);
+  next_slot_ += static_cast<std::uint32_t>(plan.rules.size());
   profiles_ = std::move(plan.profiles);
 
-  // Rule states by name: a kept rule moves its meters to their (possibly new) profiles, keeping levels
-  // within the same algorithm and unit; a new rule gets full meters.
-  for (std::size_t i = 0; i < plan.compiled.size(); ++i) {
-    const Rule& rule = plan.policy.rules[i];
-    const policer::Profile& profile = *plan.profile[i];
-    auto& slot = plan.states.find(rule.name)->second;
-    slot = plan.new_state[i] ? std::move(plan.new_state[i]) : std::move(rule_states_.find(rule.name)->second);
-    RuleState& state = *slot;
-    if (state.profile != &profile) {
-      state.meter.change_profile(profile, now);
-      // Keys follow on their next packet (see meter_keyed), from this instant.
-      state.key_profile_before = state.profile;
-      state.key_profile_changed_at = now;
-      state.profile = &profile;
-    }
-    // Hierarchy: the parent aggregate keeps its levels across changes like any meter.
-    if (const policer::Profile* parent = plan.parent_profile[i]) {
-      if (plan.new_parent[i]) state.parent = std::move(plan.new_parent[i]);
-      else if (state.parent_profile != parent) state.parent->change_profile(*parent, now);
-      state.parent_profile = parent;
-    } else {
-      state.parent.reset();
-      state.parent_profile = nullptr;
-    }
-    // Key tables: kept while the key definition, capacity and timeout stay; otherwise made afresh.
-    if (rule.per_key.kind == KeyKind::none) {
-      state.keys.reset();
-    } else if (plan.new_keys[i]) {
-      state.keys = std::move(plan.new_keys[i]);
-      state.key_profile_before = nullptr;
-    }
-    state.per_key = rule.per_key;
-    if (state.keys) plan.keyed.push_back(&state);
-
-    CompiledRule& c = plan.compiled[i];
-    c.state = &state;
-    c.counters = &state.counters;
-    c.key_profile_before = state.key_profile_before;
-    c.key_profile_changed_at = state.key_profile_changed_at;
-    c.parent = state.parent.get();
-  }
-  rule_states_ = std::move(plan.states);  // states of deleted rules go with the old map
-  rules_ = std::move(plan.compiled);
-  keyed_states_ = std::move(plan.keyed);
-  sweep_cursor_ = 0;
-  classifier_ = std::move(plan.classifier);
-  policy_ = std::move(plan.policy);
+  // Publish; the old set (and what it alone used) is freed after a grace period.
+  published_.store(plan.set.get(), std::memory_order_release);
+  retired.set = std::move(current_);
+  current_ = std::move(plan.set);
+  retired.token = rcu_->start();
+  retired_.push_back(std::move(retired));
   limits_ = plan.limits;
+  classifier_builds_ += plan.built_classifier;
 }
 
-void Engine::apply(PacketView& view, const Parsed& parsed, const Action& action, Verdict& verdict) noexcept {
-  if (action.drop) {
-    verdict.drop = true;
-    return;
-  }
-  if (action.dscp && remark_dscp(view, parsed, *action.dscp)) {
-    verdict.dscp_set = true;
-    verdict.dscp = *action.dscp;
-  }
-  if (action.pcp && set_pcp(view, parsed, *action.pcp)) {
-    verdict.pcp_set = true;
-    verdict.pcp = *action.pcp;
-  }
+void Engine::reclaim() noexcept {
+  std::size_t done = 0;
+  while (done < retired_.size() && rcu_->passed(retired_[done].token)) ++done;
+  retired_.erase(retired_.begin(), retired_.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
-void Engine::take_default(PacketView& view, const Parsed& parsed, DefaultReason reason, Verdict& verdict) noexcept {
-  verdict.reason = reason;
-  verdict.error = parsed.error;
-  DefaultCounters& c = default_counters_;
-  ++c.packets;
-  c.bytes += l2_bytes(view);
-  switch (reason) {
-    case DefaultReason::malformed: ++c.malformed[static_cast<std::size_t>(parsed.error)]; break;
-    case DefaultReason::non_ip: ++c.non_ip; break;
-    case DefaultReason::no_match: ++c.no_match; break;
-    case DefaultReason::none: break;
-  }
-  apply(view, parsed, policy_.default_action, verdict);
-  if (verdict.drop) {
-    ++c.dropped_packets;
-    c.dropped_bytes += l2_bytes(view);
-  }
-}
+std::size_t Engine::retired_sets() const noexcept { return retired_.size(); }
 
-Color Engine::input_color(const CompiledRule& rule, const Parsed& parsed) const noexcept {
-  switch (rule.input) {
-    case InputColor::blind: return Color::green;
-    case InputColor::dscp: return color_from_dscp(parsed.dscp);
-    case InputColor::mapped:
-      if (rule.has_pcp_map && parsed.has_vlan) return rule.pcp_map[parsed.pcp & 7];
-      if (rule.has_dscp_map) return rule.dscp_map[parsed.dscp & 63];
-      return rule.input_default;
-  }
-  return Color::green;
-}
-
-void Engine::meter_keyed(CompiledRule& rule, std::span<const std::uint8_t> packets, std::span<const PacketView> burst,
-                         std::span<const Parsed> parsed, std::span<const std::uint32_t> lengths,
-                         std::span<const Color> in, std::span<Color> out, std::span<Verdict> verdicts) noexcept {
-  const std::size_t n = packets.size();
-  RuleState& state = *rule.state;
-  KeyedMeters& table = *state.keys;
-  const policer::Profile& profile = *rule.key_profile;
-  const bool blind = rule.input == InputColor::blind;
-  // Hash every key and prefetch its index slot; then look each up (creating or renewing its meter) and
-  // prefetch the entry; then meter each packet on its own meter.
-  MeterKey keys[kMaxBurst];
-  std::uint64_t hashes[kMaxBurst];
-  KeyedMeters::Entry* entries[kMaxBurst];
-  std::uint64_t times[kMaxBurst];
-  for (std::size_t k = 0; k < n; ++k) {
-    make_key(rule.per_key, parsed[packets[k]], keys[k]);
-    hashes[k] = table.hash(keys[k]);
-    table.prefetch(hashes[k]);
-    times[k] = burst[packets[k]].arrival;
-  }
-  for (std::size_t k = 0; k < n; ++k) {
-    KeyedMeters::Outcome outcome;
-    entries[k] = table.acquire(keys[k], hashes[k], times[k], policer::full_state(profile, times[k]), outcome);
-    state.counters.keys_created += outcome == KeyedMeters::Outcome::created;
-    state.counters.keys_renewed += outcome == KeyedMeters::Outcome::renewed;
-    if (entries[k] != nullptr) {  // both lines: the levels in the first, the tick and counters in the second
-      __builtin_prefetch(entries[k], 1);
-      __builtin_prefetch(reinterpret_cast<const char*>(entries[k]) + 64, 1);
-    }
-  }
-  policer::with_algorithm(profile.algorithm(), [&](auto algo) {
-    using Algo = decltype(algo);
-    for (std::size_t k = 0; k < n; ++k) {
-      KeyedMeters::Entry* e = entries[k];
-      if (e == nullptr) continue;
-      KeyedMeters::begin_write(*e);
-      // A profile change reaches each key on its next packet: its levels are brought to the instant of
-      // the change at the old rate, clamped to the new sizes (policer's live change), then go on.
-      if (rule.key_profile_before != nullptr && e->state.last < rule.key_profile_changed_at)
-        policer::change_profile(e->state, *rule.key_profile_before, profile, rule.key_profile_changed_at);
-      const Color color = blind ? policer::check_blind<Algo>(e->state, profile, times[k], lengths[k])
-                                : policer::check_aware<Algo>(e->state, profile, times[k], lengths[k], in[k]);
-      const auto c = static_cast<std::size_t>(color);
-      ++e->counters.packets[c];
-      e->counters.bytes[c] += l2_bytes(burst[packets[k]]);
-      KeyedMeters::end_write(*e);
-      out[k] = color;
-      verdicts[packets[k]].keyed = true;
-    }
-  });
-  // New keys that found the table full take the rule's fallback: with `aggregate`, metered together by
-  // the rule's aggregate meter; otherwise they are marked and handled with the actions.
-  std::uint64_t fb_times[kMaxBurst];
-  std::uint32_t fb_lengths[kMaxBurst];
-  Color fb_in[kMaxBurst], fb_out[kMaxBurst];
-  std::size_t fb_slot[kMaxBurst], fallbacks = 0;
-  for (std::size_t k = 0; k < n; ++k) {
-    if (entries[k] != nullptr) continue;
-    verdicts[packets[k]].table_full = true;
-    ++state.counters.table_full;
-    out[k] = Color::red;
-    fb_times[fallbacks] = times[k];
-    fb_lengths[fallbacks] = lengths[k];
-    fb_in[fallbacks] = in[k];
-    fb_slot[fallbacks++] = k;
-  }
-  if (fallbacks != 0 && rule.per_key.fallback == KeyFallback::aggregate) {
-    state.meter.check_burst({fb_times, fallbacks}, {fb_lengths, fallbacks},
-                            blind ? std::span<const Color>() : std::span<const Color>(fb_in, fallbacks),
-                            {fb_out, fallbacks});
-    for (std::size_t j = 0; j < fallbacks; ++j) out[fb_slot[j]] = fb_out[j];
-  }
-}
-
-void Engine::sweep_keys(std::uint64_t now) noexcept {
-  if (keyed_states_.empty()) return;
-  if (sweep_cursor_ >= keyed_states_.size()) sweep_cursor_ = 0;  // a wrap, not a division per burst
-  keyed_states_[sweep_cursor_++]->keys->sweep(now, kSweepBudget);
+void Engine::maintain() noexcept {
+  for (unsigned w = 0; w < current_->workers; ++w)
+    for (const std::uint32_t rule : current_->keyed) current_->worker_rule(rule, w).keys->replenish();
+  reclaim();
 }
 
 void Engine::process(std::span<PacketView> burst, std::span<Verdict> verdicts) noexcept {
-  const std::size_t n = std::min(burst.size(), kMaxBurst);
-  Parsed parsed[kMaxBurst];
-  std::uint64_t latest = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i + kPrefetchAhead < n) __builtin_prefetch(burst[i + kPrefetchAhead].data);
-    parsed[i] = parse(burst[i]);
-    latest = std::max(latest, burst[i].arrival);
-  }
-  std::uint32_t rule[kMaxBurst];
-  classifier_->classify(burst.first(n), std::span<const Parsed>(parsed, n), std::span<std::uint32_t>(rule, n));
+  Worker& worker = *workers_[0];
+  worker.online();
+  worker.process(burst, verdicts);
+  // The control side's work, on this thread: the tables the burst took chunks from, or gave chunks
+  // back to, topped up and drained (others have nothing to do), then what retired sets owned freed.
+  for (KeyedMeters* table : worker.tables_touched()) table->replenish();
+  worker.offline();
+  reclaim();
+}
 
-  // Default-action packets now; the rest grouped by rule, in arrival order within a rule.
-  std::uint8_t order[kMaxBurst];
-  std::size_t metered = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    verdicts[i] = Verdict{};
-    if (parsed[i].error != ParseError::none) take_default(burst[i], parsed[i], DefaultReason::malformed, verdicts[i]);
-    else if (parsed[i].l3 == L3::none) take_default(burst[i], parsed[i], DefaultReason::non_ip, verdicts[i]);
-    else if (rule[i] == kNoRule) take_default(burst[i], parsed[i], DefaultReason::no_match, verdicts[i]);
-    else order[metered++] = static_cast<std::uint8_t>(i);
-  }
-  std::sort(order, order + metered, [&](std::uint8_t a, std::uint8_t b) {
-    return rule[a] != rule[b] ? rule[a] < rule[b] : a < b;
-  });
+RuleCounters Engine::counters(std::size_t rule) const noexcept {
+  RuleCounters sum;
+  for (unsigned w = 0; w < current_->workers; ++w) current_->worker_rule(rule, w).counters->add_to(sum);
+  return sum;
+}
 
-  for (std::size_t start = 0; start < metered;) {
-    const std::uint32_t r = rule[order[start]];
-    std::size_t end = start;
-    while (end < metered && rule[order[end]] == r) ++end;
-    const std::size_t count = end - start;
-    const std::span<const std::uint8_t> group(order + start, count);
-    CompiledRule& cr = rules_[r];
-    const bool blind = cr.input == InputColor::blind;
+DefaultCounters Engine::default_counters() const noexcept {
+  DefaultCounters sum;
+  for (const auto& worker : workers_) worker->default_counters().add_to(sum);
+  return sum;
+}
 
-    std::uint64_t times[kMaxBurst];
-    std::uint32_t lengths[kMaxBurst];
-    Color in[kMaxBurst];
-    Color out[kMaxBurst];
-    for (std::size_t k = 0; k < count; ++k) {
-      const std::size_t i = group[k];
-      times[k] = burst[i].arrival;
-      lengths[k] = metered_length(burst[i], parsed[i], cr.length);
-      in[k] = input_color(cr, parsed[i]);
-    }
-    if (cr.per_key.kind == KeyKind::none) {
-      cr.state->meter.check_burst({times, count}, {lengths, count},
-                                  blind ? std::span<const Color>() : std::span<const Color>(in, count), {out, count});
-    } else {
-      meter_keyed(cr, group, burst.first(n), std::span<const Parsed>(parsed, n), {lengths, count}, {in, count},
-                  {out, count}, verdicts);
-    }
-
-    // Hierarchy: the packets the child did not mark red go on to the parent, color-aware with the
-    // child's color as input; the parent's color is the packet's. Red ones skip it; nothing is refunded.
-    if (cr.parent != nullptr) {
-      std::uint64_t p_times[kMaxBurst];
-      std::uint32_t p_lengths[kMaxBurst];
-      Color p_in[kMaxBurst], p_out[kMaxBurst];
-      std::size_t p_slot[kMaxBurst], forwarded = 0;
-      for (std::size_t k = 0; k < count; ++k) {
-        const std::size_t i = group[k];
-        if (out[k] == Color::red || unmetered(verdicts[i], cr.per_key.fallback)) continue;
-        p_times[forwarded] = times[k];
-        p_lengths[forwarded] = lengths[k];
-        p_in[forwarded] = out[k];
-        p_slot[forwarded++] = k;
-      }
-      if (forwarded != 0) {
-        cr.parent->check_burst({p_times, forwarded}, {p_lengths, forwarded}, {p_in, forwarded}, {p_out, forwarded});
-        for (std::size_t j = 0; j < forwarded; ++j) out[p_slot[j]] = p_out[j];
-      }
-    }
-
-    RuleCounters& counters = *cr.counters;
-    for (std::size_t k = 0; k < count; ++k) {
-      const std::size_t i = group[k];
-      Verdict& v = verdicts[i];
-      v.rule = r;
-      v.in = in[k];
-      v.metered_length = lengths[k];
-      if (unmetered(v, cr.per_key.fallback)) {
-        // Unmetered: the policy's default action, or a drop.
-        if (cr.per_key.fallback == KeyFallback::drop) v.drop = true;
-        else apply(burst[i], parsed[i], policy_.default_action, v);
-        v.out = Color::red;  // reported, not counted per color: the packet was not metered
-        if (v.drop) {
-          ++counters.dropped_packets;
-          counters.dropped_bytes += l2_bytes(burst[i]);
-        }
-        continue;
-      }
-      v.out = out[k];
-      const std::size_t color = static_cast<std::size_t>(out[k]);
-      const std::uint32_t bytes = l2_bytes(burst[i]);
-      ++counters.packets[color];
-      counters.bytes[color] += bytes;
-      apply(burst[i], parsed[i], cr.action[static_cast<std::size_t>(in[k])][color], v);
-      if (v.drop) {
-        ++counters.dropped_packets;
-        counters.dropped_bytes += bytes;
-      }
-    }
-    start = end;
-  }
-  sweep_keys(latest);
+template <class Fn>
+void Engine::each_table(std::size_t rule, Fn&& fn) const {
+  for (unsigned w = 0; w < current_->workers; ++w)
+    if (const KeyedMeters* table = current_->worker_rule(rule, w).keys) fn(*table);
 }
 
 void Engine::for_each_key(std::size_t rule, const KeyVisitor& fn) const {
-  const RuleState& s = *rules_[rule].state;
-  if (s.keys) s.keys->for_each([&](const MeterKey& key, const policer::State&, const KeyCounters& c) { fn(key, c); });
+  each_table(rule, [&](const KeyedMeters& table) {
+    table.for_each([&](const MeterKey& key, const policer::State&, const KeyCounters& c) { fn(key, c); });
+  });
 }
 
 std::size_t Engine::live_keys(std::size_t rule) const noexcept {
-  const RuleState& s = *rules_[rule].state;
-  return s.keys ? s.keys->size() : 0;
+  std::size_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.size(); });
+  return sum;
 }
 
 std::size_t Engine::key_index_bytes(std::size_t rule) const noexcept {
-  const RuleState& s = *rules_[rule].state;
-  return s.keys ? s.keys->index_bytes() : 0;
+  std::size_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.index_bytes(); });
+  return sum;
 }
 
 std::size_t Engine::key_entry_bytes(std::size_t rule) const noexcept {
-  const RuleState& s = *rules_[rule].state;
-  return s.keys ? s.keys->entry_bytes() : 0;
+  std::size_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.entry_bytes(); });
+  return sum;
+}
+
+std::size_t Engine::key_spare_bytes(std::size_t rule) const noexcept {
+  std::size_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.spare_bytes(); });
+  return sum;
 }
 
 std::size_t Engine::key_memory_bytes(std::size_t rule) const noexcept {
-  return key_index_bytes(rule) + key_entry_bytes(rule);
+  std::size_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.memory_bytes(); });
+  return sum;
+}
+
+std::uint64_t Engine::keys_starved(std::size_t rule) const noexcept {
+  std::uint64_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.starved(); });
+  return sum;
 }
 
 }  // namespace tricolor::dataplane

@@ -2,20 +2,33 @@
 // The table of per-key meters of one rule: fixed-size keys (the engine uses one 40-byte layout for
 // both address families, dataplane/keys.hpp), each with its meter state and per-color counters.
 //
-// One thread owns a table (the worker: it looks keys up, inserts them and reclaims idle ones, per
-// packet, with no lock, no syscall, no division and no allocation but one 512 KiB chunk per 4096
-// inserts). Any other thread may walk the live entries at any time with for_each(), which never blocks
-// the owner: it only reads, and retries an entry the owner was writing (a seqlock per entry).
+// Three sides. One thread owns a table (the worker: it looks keys up, inserts them and reclaims idle
+// ones, per packet, with no lock, no syscall, no division and no allocation). One control thread keeps
+// its memory (replenish(): chunks of entries made ready for the owner, chunks the owner gave back taken
+// in). Any other thread may walk the live entries at any time with for_each(), which never blocks the
+// owner: it only reads, and retries an entry the owner was writing (a seqlock per entry).
 //
-// Memory. A table is made by make() (or allocate() then make_resident()), which allocates the index
-// and the bookkeeping for its capacity and makes them resident at once, or fails if they cannot be
-// had: a rule's fixed cost is known, paid and checked when the rule is installed, never at a packet.
-// That fixed cost, index_bytes_for(capacity), is exactly
+// Memory, all from a MemorySource (dataplane/memory_source.hpp: the heap for tricolor-replay and the
+// tests, DPDK's heap on the worker's NUMA socket for the daemon), and all taken or given back on the
+// control side, never on the packet path.
+//  - The index and the bookkeeping: one block, allocated by make() (or allocate() then
+//    make_resident()) and resident from then on, or the table is not made: a rule's fixed cost is
+//    known, paid and checked when the rule is installed, never at a packet. That fixed cost,
+//    index_bytes_for(capacity), is exactly
 //     8 B x bit_ceil(max(8, 2 x capacity))        index slots (16 B per key of capacity at powers of two)
 //   + 548 B x ceil(capacity / 4096)                per chunk: bitmap 512, summary 8, pointers 3 x 8, count 4
 //   + 16 B x ceil(ceil(capacity / 4096) / 64)      chunks-with-room and released-chunk bitmaps
-// (capacity 1 Mi: 16.1 MiB; 256 Mi: 4.03 GiB). Entries then follow the live keys: 128 B each, in
-// chunks of 4096 (512 KiB) allocated as keys arrive and released when their keys have all gone.
+//    (capacity 1 Mi: 16.1 MiB; 256 Mi: 4.03 GiB).
+//  - The entries: 128 B each, in chunks of 4096 (512 KiB; the last chunk cut to the capacity). The
+//    owner takes a chunk from a ready pool when a key needs one, and hands a chunk whose keys have all
+//    gone to a return queue once no reader can hold it. The control side (replenish()) keeps the pool
+//    at a few spare chunks (2 by default, fewer if the table could not use them) and drains the queue:
+//    a returned chunk is zeroed and kept as a spare, or given back to the source. A key that needs a
+//    chunk when the pool is empty is refused as by a full table, and counted (starved()). make() fills
+//    the pool, so a table takes its first keys before any replenish().
+//    The figures: entry_bytes() counts the chunks that hold entries or are on their way back (awaiting
+//    readers or the control side); spare_bytes() the chunks ready in the pool; memory_bytes() adds the
+//    index: it is what the table holds from its source.
 //
 // Layout.
 //  - Index: open addressing with linear probing over 8-byte slots {32-bit tag, entry index + 1}, 0 =
@@ -24,15 +37,15 @@
 //    access. Deletion shifts the rest of the cluster back (no tombstones: probe lengths do not
 //    degrade with churn). Only the owner touches the index.
 //  - Entries: 128 bytes each (two cache lines whatever the key size), in chunks of 4096 (512 KiB)
-//    allocated when first needed, so their memory follows the live key count, not the capacity. A
-//    new entry takes the lowest free entry of the table (a bitmap per chunk, a per-chunk word summary
-//    and a bitmap of chunks with room), so that after a flood the high chunks drain as keys expire,
-//    and a chunk left empty is released.
-//  - Releasing a chunk while readers walk it: see release_chunk() and drain_deferred().
+//    taken when first needed, so their memory follows the live key count, not the capacity. A new
+//    entry takes the lowest free entry of the table (a bitmap per chunk, a per-chunk word summary and
+//    a bitmap of chunks with room), so that after a flood the high chunks drain as keys expire, and a
+//    chunk left empty is released.
+//  - Releasing a chunk while readers walk it: see release_chunk() and drain_deferred(); the pool and
+//    the return queue between the owner and the control side: see replenish().
 //
 // The hash must not be predictable from outside, or a flood of keys chosen to share a probe sequence
 // would turn every lookup into a scan of the whole cluster. See hash().
-#include <sys/mman.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -42,13 +55,13 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
 #include <random>
 #include <utility>
 
+#include "dataplane/memory_source.hpp"
 #include "policer/meter.hpp"
 
 // ThreadSanitizer does not model fences (GCC rejects them under -fsanitize=thread with -Werror), and
@@ -91,8 +104,14 @@ static_assert(kChunkWords == kWordBits, "one summary word per chunk covers its b
 inline constexpr std::size_t kMinSlots = 8;                         // one cache line of index
 inline constexpr std::size_t kEntryAlign = 128;                     // both lines of an entry in one pair
 inline constexpr std::size_t kCacheLine = 64;
-inline constexpr std::size_t kHugePage = std::size_t{2} << 20;
 inline constexpr std::size_t kSweepAhead = 8;  // index slots ahead whose entry a sweep prefetches
+// Spare chunks the control side keeps ready: enough for a burst (at most 64 packets, so at most one new
+// chunk of 4096 entries) and the next, between two replenish() calls of tricolor-replay. A daemon whose
+// control thread comes round less often than a key flood takes a chunk (14.88 Mpps of new keys take
+// one every 275 us) asks for more in make().
+inline constexpr std::size_t kDefaultSpareChunks = 2;
+inline constexpr std::size_t kMaxSpareChunks = 64;  // the pool's ring; a power of two
+static_assert(std::has_single_bit(kMaxSpareChunks));
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -126,61 +145,6 @@ inline void secret_words(std::uint64_t* out, std::size_t n) {
     out[i] = (std::uint64_t{device()} << 32) | device();
 }
 
-// Zeroed memory aligned to `align`; `raw` is what to free. calloc of a large block maps fresh zero
-// pages, committed only as they are touched (chunks: see populate(); the index: see make_resident()).
-inline void* zeroed(std::size_t bytes, std::size_t align, void*& raw) noexcept {
-  raw = std::calloc(1, bytes + align);
-  if (raw == nullptr) return nullptr;
-  const auto p = (reinterpret_cast<std::uintptr_t>(raw) + align - 1) & ~(std::uintptr_t{align} - 1);
-  return reinterpret_cast<void*>(p);
-}
-
-// Commits the pages of a new chunk in one call (Linux 5.14+) rather than one page fault per 4 KiB
-// page as the owner first writes each entry: a fault costs microseconds in a virtual machine, and
-// 128 of them per chunk would be the bulk of the cost of a key flood. Advisory: where unsupported,
-// the pages fault in as before.
-inline void populate(void* p, std::size_t bytes) noexcept {
-#ifdef MADV_POPULATE_WRITE
-  constexpr std::uintptr_t kPage = 4096;
-  const auto begin = (reinterpret_cast<std::uintptr_t>(p) + kPage - 1) & ~(kPage - 1);
-  const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) & ~(kPage - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
-// Commits every page of [p, p + bytes) now, or says it could not: the index of a table, whose memory
-// must be had when the table is made, not at some later packet. Idempotent. MADV_POPULATE_WRITE
-// (Linux 5.14+) faults the pages in as if written and reports ENOMEM; where it is not supported
-// (EINVAL), each page is written instead (the memory is ours and zero: a zero is written back).
-inline bool make_resident(void* p, std::size_t bytes) noexcept {
-  if (bytes == 0) return true;
-  constexpr std::uintptr_t kPage = 4096;
-#ifdef MADV_POPULATE_WRITE
-  // Whole pages: the partial ones at the ends are ours in part, and populating does not write.
-  const auto begin = reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1);
-  const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes + kPage - 1) & ~(kPage - 1);
-  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return true;
-  if (errno != EINVAL) return false;
-#endif
-  auto* bytes_of = static_cast<volatile unsigned char*>(p);
-  for (std::size_t offset = 0; offset < bytes; offset += kPage) bytes_of[offset] = 0;
-  bytes_of[bytes - 1] = 0;
-  return true;
-}
-
-// Transparent huge pages for the 2 MiB-aligned interior of a large index: a random probe then costs
-// no page walk (as DPDK's tables in huge pages). Advisory: ignored where THP is off. Given before the
-// index is made resident, so that it is faulted in as huge pages (no extra memory: it is all resident
-// anyway).
-inline void advise_huge(void* p, std::size_t bytes) noexcept {
-  const auto begin = (reinterpret_cast<std::uintptr_t>(p) + kHugePage - 1) & ~(std::uintptr_t{kHugePage} - 1);
-  const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) & ~(std::uintptr_t{kHugePage} - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-}
-
 }  // namespace key_table_detail
 
 template <std::size_t KeySize>  // 16 (IPv4 keys) or 40 (IPv6 keys); a multiple of 8
@@ -202,35 +166,44 @@ class KeyTable {
 
   enum class Outcome : std::uint8_t { found, created, renewed, full };
 
+  static constexpr std::size_t kDefaultSpareChunks = key_table_detail::kDefaultSpareChunks;
+  static constexpr std::size_t kMaxSpareChunks = key_table_detail::kMaxSpareChunks;
+
   // capacity: most live keys; idle_ticks: a key whose state.last is at least this far behind `now` is
-  // idle (expired); 0 = never. The index and the bookkeeping are allocated and made resident here
-  // (index_bytes_for(capacity) bytes); nullptr if they cannot be had. Entries come as keys arrive.
-  static std::unique_ptr<KeyTable> make(std::uint32_t capacity, std::uint64_t idle_ticks) {
-    auto table = allocate(capacity, idle_ticks);
+  // idle (expired); 0 = never. source: where the table's memory comes from; it must outlive the table.
+  // spare_chunks: chunks of entries the control side keeps ready (1 .. kMaxSpareChunks; clamped). The
+  // index and the bookkeeping are allocated from `source` and made resident here
+  // (index_bytes_for(capacity) bytes), and the ready pool is filled; nullptr if any of it cannot be had.
+  static std::unique_ptr<KeyTable> make(std::uint32_t capacity, std::uint64_t idle_ticks,
+                                        MemorySource& source = heap_memory(),
+                                        std::size_t spare_chunks = kDefaultSpareChunks) {
+    auto table = allocate(capacity, idle_ticks, source, spare_chunks);
     if (table == nullptr || !table->make_resident()) return nullptr;
     return table;
   }
 
   // make() in two steps, for a caller that makes several tables at once: it learns that one cannot be
   // allocated before it has committed the memory of any (committing a large index takes a while).
-  // allocate(): the index and the bookkeeping allocated, the index not yet resident; nullptr if they
-  // cannot be had. make_resident(): the index's pages committed now; false if they cannot be (the
-  // table still works, its pages then fault in as probes reach them). Idempotent.
-  static std::unique_ptr<KeyTable> allocate(std::uint32_t capacity, std::uint64_t idle_ticks) {
-    std::unique_ptr<KeyTable> table(new (std::nothrow) KeyTable(capacity, idle_ticks));
-    if (table == nullptr || !table->allocate_memory()) return nullptr;
+  // allocate(): the index and the bookkeeping reserved (the index not yet resident) and the ready pool
+  // filled; nullptr if they cannot be had. make_resident(): the index's pages committed now; false if
+  // they cannot be (the table still works, its pages then fault in as probes reach them). Idempotent.
+  static std::unique_ptr<KeyTable> allocate(std::uint32_t capacity, std::uint64_t idle_ticks,
+                                            MemorySource& source = heap_memory(),
+                                            std::size_t spare_chunks = kDefaultSpareChunks) {
+    std::unique_ptr<KeyTable> table(new (std::nothrow) KeyTable(capacity, idle_ticks, source, spare_chunks));
+    if (table == nullptr || !table->allocate_memory() || !table->replenish()) return nullptr;
     return table;
   }
-  bool make_resident() noexcept {
-    return key_table_detail::make_resident(slots_, index_slots() * sizeof(std::uint64_t));
-  }
+  bool make_resident() noexcept { return source_->commit(block_, index_bytes_); }
 
   // What make() allocates for a capacity (see the top of this file), in bytes.
   static constexpr std::size_t index_slots_for(std::uint32_t capacity) noexcept {
     return std::bit_ceil(std::max<std::size_t>(key_table_detail::kMinSlots, 2 * std::size_t{capacity}));
   }
+  // Per chunk: the readers' pointer, the owner's pointer, a slot of the return queue, the live count,
+  // the bitmap's summary word and the bitmap.
   static constexpr std::size_t kBookkeepingBytesPerChunk =
-      sizeof(std::atomic<Entry*>) + sizeof(Entry*) + sizeof(void*) + sizeof(std::uint32_t) + sizeof(std::uint64_t) +
+      sizeof(std::atomic<Entry*>) + sizeof(Entry*) + sizeof(Entry*) + sizeof(std::uint32_t) + sizeof(std::uint64_t) +
       sizeof(std::array<std::uint64_t, key_table_detail::kChunkWords>);
   static_assert(kBookkeepingBytesPerChunk == 548, "the figure the README and the engine's refusal give");
   static constexpr std::size_t index_bytes_for(std::uint32_t capacity) noexcept {
@@ -240,10 +213,24 @@ class KeyTable {
            2 * words * sizeof(std::uint64_t);
   }
 
-  // No reader may be inside for_each() any more.
+  // Every chunk, wherever it is (held, on its way back, ready), and the index go back to the source.
+  // No reader may be inside for_each() any more, and no control thread inside replenish().
   ~KeyTable() {
-    for (std::size_t c = 0; raw_ && c < chunk_count_; ++c) std::free(raw_[c]);
-    std::free(index_raw_);
+    if (block_ == nullptr) return;
+    for (std::size_t c = 0; c < chunk_count_; ++c)
+      if (mem_[c] != nullptr) source_->release(mem_[c], chunk_block_bytes(c));
+    const std::size_t given = pool_given_.load(std::memory_order_relaxed);
+    for (std::size_t i = pool_taken_.load(std::memory_order_relaxed); i != given; ++i)
+      source_->release(pool_[i & (kMaxSpareChunks - 1)], full_block_bytes_);
+    if (Entry* tail = tail_ready_.load(std::memory_order_relaxed)) source_->release(tail, tail_block_bytes_);
+    std::size_t pos = returned_read_;
+    for (std::size_t i = returned_drained_.load(std::memory_order_relaxed);
+         i != returned_pushed_.load(std::memory_order_relaxed); ++i) {
+      Entry* block = returned_[pos];
+      source_->release(block, block == tail_block_ ? tail_block_bytes_ : full_block_bytes_);
+      if (++pos == chunk_count_) pos = 0;
+    }
+    source_->release(block_, index_bytes_);
   }
   KeyTable(const KeyTable&) = delete;
   KeyTable& operator=(const KeyTable&) = delete;
@@ -277,9 +264,10 @@ class KeyTable {
   void prefetch(std::uint64_t hash) const noexcept { __builtin_prefetch(slots_ + (hash & mask_), 0, 3); }
 
   // The key's entry. Absent: a fresh entry is created (state = fresh, counters zero) if fewer than
-  // capacity keys are live, else nullptr and Outcome::full (also if memory for a new chunk of entries
-  // cannot be had). Present but idle (now > state.last and now - state.last >= idle_ticks): renewed in
-  // place (state = fresh, counters zero), Outcome::renewed. Fresh entries are written under the
+  // capacity keys are live, else nullptr and Outcome::full (also if the key needs a new chunk of
+  // entries and the ready pool is empty: counted by starved()). Present but idle (now > state.last
+  // and now - state.last >= idle_ticks): renewed in place (state = fresh, counters zero),
+  // Outcome::renewed. Fresh entries are written under the
   // seqlock; the caller then updates the entry between begin_write and end_write.
   Entry* acquire(const Key& key, std::uint64_t hash, std::uint64_t now, const policer::State& fresh,
                  Outcome& outcome) noexcept {
@@ -314,10 +302,10 @@ class KeyTable {
   // call stopped (a clock hand over the index), and removes those whose keys are idle at `now`.
   // Returns how many. A removal shifts the rest of its cluster back, so the hand examines its slot
   // again; an entry that wraps from the start of the index to its end may wait for the next round.
-  // Also frees released chunks once no reader can hold them.
+  // Also hands released chunks to the control side once no reader can hold them.
   std::size_t sweep(std::uint64_t now, std::size_t budget) noexcept {
     drain_deferred();
-    if (size_ == 0 || idle_ == 0) return 0;
+    if (live() == 0 || idle_ == 0) return 0;
     std::size_t removed = 0;
     std::size_t pos = hand_;
     for (; budget > 0; --budget) {
@@ -329,7 +317,7 @@ class KeyTable {
         if (expired(entry_at(index)->state.last, now)) {
           remove_at(pos, index);
           ++removed;
-          if (size_ == 0) break;
+          if (live() == 0) break;
           continue;  // the slot now holds the next entry of the cluster, or nothing
         }
       }
@@ -340,22 +328,98 @@ class KeyTable {
     return removed;
   }
 
-  std::size_t size() const noexcept { return size_; }  // live keys
+  std::size_t size() const noexcept { return live(); }  // live keys; any thread may ask
   std::size_t capacity() const noexcept { return capacity_; }
-  // Index + bookkeeping + entry chunks allocated now (released chunks still awaiting their last
-  // reader included).
-  std::size_t memory_bytes() const noexcept { return index_bytes_ + chunk_bytes_; }
-  // The fixed part, allocated and resident from make() on: the index, the per-chunk bitmaps and
-  // pointers (index_bytes_for(capacity())).
-  std::size_t index_bytes() const noexcept { return index_bytes_; }
-  // The part that follows the live keys: the chunks of entries allocated now.
-  std::size_t entry_bytes() const noexcept { return chunk_bytes_; }
   std::size_t index_slots() const noexcept { return mask_ + 1; }
   // The index's memory, for tests that check it is resident.
   const void* index_address() const noexcept { return slots_; }
-  // Released chunks not yet freed because a reader may still hold them.
+  // Released chunks not yet handed back because a reader may still hold them.
   std::size_t deferred_chunks() const noexcept { return deferred_count_; }
   std::uint64_t idle_ticks() const noexcept { return idle_; }
+
+  // ---- the control side: one thread at a time (the owner may be that thread) ----
+
+  // Drains the return queue, then tops the ready pool up. A returned chunk is zeroed and kept ready if
+  // the pool wants it, else given back to the source; the pool is then filled with fresh chunks from
+  // the source up to spare_chunks() (fewer if the table holds so many chunks that it could use no
+  // more: a full table holds no spare). The last chunk of a capacity that is not a multiple of 4096
+  // has its own block, cut to size, which is always kept: ready, or held by the owner. Returns false
+  // if the source had no memory for a chunk (keys that need one are then refused, see starved()).
+  // Not for the owner's packet path: it allocates, zeroes and frees. Cheap when there is nothing to
+  // do (a few loads), so tricolor-replay calls it after every burst and a daemon's control thread
+  // periodically.
+  //
+  // The pool and the queue are single-producer single-consumer rings between the owner and this
+  // thread. Pool: this side writes a slot, then publishes it by a release store of pool_given_; the
+  // owner reads pool_given_ (acquire), then the slot, then frees it by a release store of pool_taken_,
+  // which this side reads (acquire) before writing the slot again. The queue is the same the other way
+  // (returned_pushed_, returned_drained_). So a chunk's zeroes happen before the owner's use, and the
+  // readers' last reads of a returned chunk (ordered before the owner's push, see drain_deferred())
+  // happen before this side zeroes or frees it. Neither ring can overflow: the pool holds at most
+  // kMaxSpareChunks and this side pushes only below that; the queue has a slot per chunk of the
+  // table, and the owner keeps a chunk among its deferred ones while the queue is full.
+  bool replenish() noexcept {
+    const std::size_t pushed = returned_pushed_.load(std::memory_order_acquire);
+    for (std::size_t drained = returned_drained_.load(std::memory_order_relaxed); drained != pushed;) {
+      Entry* block = returned_[returned_read_];
+      if (++returned_read_ == chunk_count_) returned_read_ = 0;
+      returned_drained_.store(++drained, std::memory_order_release);  // its slot is free again
+      if (block == tail_block_) {
+        std::memset(static_cast<void*>(block), 0, tail_block_bytes_);
+        tail_ready_.store(block, std::memory_order_release);
+        continue;
+      }
+      full_drained_.store(full_drained_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      if (pool_wants_more()) {
+        std::memset(static_cast<void*>(block), 0, full_block_bytes_);
+        give_ready(block);
+      } else {
+        source_->release(block, full_block_bytes_);
+      }
+    }
+    if (tail_block_ == nullptr && tail_block_bytes_ != 0) {  // the first call: the tail's own block
+      tail_block_ = static_cast<Entry*>(source_->allocate(tail_block_bytes_, key_table_detail::kEntryAlign));
+      if (tail_block_ == nullptr) return false;
+      tail_ready_.store(tail_block_, std::memory_order_release);
+    }
+    while (pool_wants_more()) {
+      auto* block = static_cast<Entry*>(source_->allocate(full_block_bytes_, key_table_detail::kEntryAlign));
+      if (block == nullptr) return false;
+      give_ready(block);
+    }
+    return true;
+  }
+
+  // ---- any thread ----
+
+  // New keys refused because they needed a chunk and none was ready: the control side did not keep up
+  // (or its source had no memory). Such keys are also reported as Outcome::full.
+  std::uint64_t starved() const noexcept { return starved_.load(std::memory_order_relaxed); }
+  std::size_t spare_chunks() const noexcept { return spare_; }
+
+  // Memory, in bytes (exact when no thread is changing the table; otherwise a recent value):
+  // The fixed part, allocated and resident from make() on: the index, the per-chunk bitmaps and
+  // pointers (index_bytes_for(capacity())).
+  std::size_t index_bytes() const noexcept { return index_bytes_; }
+  // The part that follows the live keys: chunks that hold entries, and released chunks on their way
+  // back (awaiting their last reader, or the control side's replenish()).
+  std::size_t entry_bytes() const noexcept {
+    // drained before taken, taken before given (acquire): each count at least the one read before it.
+    const std::size_t drained = full_drained_.load(std::memory_order_acquire);
+    const std::size_t taken = pool_taken_.load(std::memory_order_acquire);
+    const bool tail_out = tail_block_bytes_ != 0 && tail_ready_.load(std::memory_order_acquire) == nullptr;
+    return (taken - drained) * full_block_bytes_ + (tail_out ? tail_block_bytes_ : 0);
+  }
+  // The chunks ready in the pool: spare_chunks() of them while the table could use them, and the last
+  // chunk's own block when the owner does not hold it.
+  std::size_t spare_bytes() const noexcept {
+    const std::size_t taken = pool_taken_.load(std::memory_order_acquire);
+    const std::size_t given = pool_given_.load(std::memory_order_acquire);
+    const bool tail_ready = tail_ready_.load(std::memory_order_acquire) != nullptr;
+    return (given - taken) * full_block_bytes_ + (tail_ready ? tail_block_bytes_ : 0);
+  }
+  // All of it: what the table holds from its source.
+  std::size_t memory_bytes() const noexcept { return index_bytes_ + entry_bytes() + spare_bytes(); }
 
   struct ProbeStats {
     std::size_t max = 0;      // longest distance of a key from its home slot (0 = at home)
@@ -364,7 +428,7 @@ class KeyTable {
   // Walks the whole index (tests, diagnostics).
   ProbeStats probe_stats() const noexcept {
     ProbeStats stats;
-    if (size_ == 0) return stats;
+    if (live() == 0) return stats;
     std::size_t total = 0;
     for (std::size_t pos = 0; pos <= mask_; ++pos) {
       const std::uint64_t s = slots_[pos];
@@ -373,7 +437,7 @@ class KeyTable {
       stats.max = std::max(stats.max, distance);
       total += distance;
     }
-    stats.mean = static_cast<double>(total) / static_cast<double>(size_);
+    stats.mean = static_cast<double>(total) / static_cast<double>(live());
     return stats;
   }
 
@@ -383,7 +447,7 @@ class KeyTable {
   // copy (seqlock retry). Never blocks the owner: it only reads entries (and the chunk pointers), and
   // counts itself in `readers_`, a line the owner reads only while a released chunk awaits freeing.
   // Entries added or removed during the walk may or may not be seen. Safe against a concurrent sweep()
-  // or acquire(), including chunk release. A slow fn only delays the freeing of released chunks.
+  // or acquire(), including chunk release. A slow fn only delays the return of released chunks.
   template <class Fn>
   void for_each(Fn&& fn) const {
     struct Registration {
@@ -415,10 +479,17 @@ class KeyTable {
  private:
   using ChunkBits = std::array<std::uint64_t, key_table_detail::kChunkWords>;
 
-  KeyTable(std::uint32_t capacity, std::uint64_t idle_ticks)
+  KeyTable(std::uint32_t capacity, std::uint64_t idle_ticks, MemorySource& source, std::size_t spare_chunks)
       : idle_(idle_ticks),
         capacity_(capacity),
-        chunk_count_((std::size_t{capacity} + kChunkEntries - 1) >> kChunkShift) {
+        chunk_count_((std::size_t{capacity} + kChunkEntries - 1) >> kChunkShift),
+        // The last chunk, if the capacity cuts it short, has a block of its own size.
+        tail_chunk_(capacity % kChunkEntries != 0 ? chunk_count_ - 1 : chunk_count_),
+        full_chunks_(tail_chunk_),
+        full_block_bytes_(kChunkEntries * sizeof(Entry)),
+        tail_block_bytes_(std::size_t{capacity % kChunkEntries} * sizeof(Entry)),
+        source_(&source),
+        spare_(std::clamp<std::size_t>(spare_chunks, 1, kMaxSpareChunks)) {
     std::uint64_t words[kSecretWords + 1];
     key_table_detail::secret_words(words, kSecretWords + 1);
     std::copy_n(words, kSecretWords, secret_.begin());
@@ -528,7 +599,7 @@ class KeyTable {
   [[gnu::noinline]] Entry* insert(const Key& key, std::uint64_t hash, std::size_t pos, const policer::State& fresh,
                                   Outcome& outcome) noexcept {
     outcome = Outcome::full;
-    if (size_ >= capacity_) return nullptr;
+    if (live() >= capacity_) return nullptr;
     const std::uint32_t index = allocate_entry();  // may take back a released chunk not yet freed
     if (index == kNoEntry) return nullptr;
     drain_deferred();
@@ -540,7 +611,7 @@ class KeyTable {
     e.counters = KeyCounters{};
     end_write(e);
     slots_[pos] = (hash >> 32 << 32) | (std::uint64_t{index} + 1);
-    ++size_;
+    set_live(live() + 1);
     outcome = Outcome::created;
     return &e;
   }
@@ -563,39 +634,51 @@ class KeyTable {
       }
     }
     slots_[hole] = 0;
-    --size_;
+    set_live(live() - 1);
     free_entry(index);
   }
 
   // ---- the index and the bookkeeping, by make() ----
 
-  // All or nothing: on failure the table holds nothing (the destructor frees what is set). The
-  // bookkeeping is written here (resident); the index is zero pages until make_resident().
+  // One block from the source, in this order (every part a multiple of 8 bytes but the last):
+  //   index slots | readers' chunk pointers | owner's chunk pointers | return queue | summary words |
+  //   bitmaps | chunks-with-room bitmap | released-chunks bitmap | live counts
+  // The bookkeeping is written here (resident); the index is zero pages until make_resident(). All or
+  // nothing: on failure the destructor releases the block.
   bool allocate_memory() noexcept {
     const std::size_t slots = index_slots_for(capacity_);
-    const std::size_t slot_bytes = slots * sizeof(std::uint64_t);
-    const std::size_t words = (chunk_count_ + kWordBits - 1) / kWordBits;
-    chunks_.reset(new (std::nothrow) std::atomic<Entry*>[chunk_count_]());
-    mem_.reset(new (std::nothrow) Entry*[chunk_count_]());
-    raw_.reset(new (std::nothrow) void*[chunk_count_]());
-    used_.reset(new (std::nothrow) std::uint32_t[chunk_count_]());
-    any_free_.reset(new (std::nothrow) std::uint64_t[chunk_count_]);
-    free_bits_.reset(new (std::nothrow) ChunkBits[chunk_count_]);
-    has_room_.reset(new (std::nothrow) std::uint64_t[words]());
-    deferred_.reset(new (std::nothrow) std::uint64_t[words]());
-    if (!chunks_ || !mem_ || !raw_ || !used_ || !any_free_ || !free_bits_ || !has_room_ || !deferred_) return false;
-    auto* slots_memory =
-        static_cast<std::uint64_t*>(key_table_detail::zeroed(slot_bytes, key_table_detail::kCacheLine, index_raw_));
-    if (slots_memory == nullptr) return false;
-    key_table_detail::advise_huge(slots_memory, slot_bytes);
-    for (std::size_t c = 0; c < chunk_count_; ++c) {  // writes every bookkeeping line: resident too
+    const std::size_t n = chunk_count_;
+    const std::size_t words = (n + kWordBits - 1) / kWordBits;
+    index_bytes_ = index_bytes_for(capacity_);
+    block_ = source_->reserve(index_bytes_, key_table_detail::kCacheLine);
+    if (block_ == nullptr) return false;
+    auto* bytes = static_cast<unsigned char*>(block_);
+    slots_ = reinterpret_cast<std::uint64_t*>(bytes);
+    bytes += slots * sizeof(std::uint64_t);
+    chunks_ = reinterpret_cast<std::atomic<Entry*>*>(bytes);
+    for (std::size_t c = 0; c < n; ++c) new (&chunks_[c]) std::atomic<Entry*>(nullptr);
+    bytes += n * sizeof(std::atomic<Entry*>);
+    mem_ = reinterpret_cast<Entry**>(bytes);
+    bytes += n * sizeof(Entry*);
+    returned_ = reinterpret_cast<Entry**>(bytes);
+    bytes += n * sizeof(Entry*);
+    any_free_ = reinterpret_cast<std::uint64_t*>(bytes);
+    bytes += n * sizeof(std::uint64_t);
+    free_bits_ = reinterpret_cast<ChunkBits*>(bytes);
+    bytes += n * sizeof(ChunkBits);
+    has_room_ = reinterpret_cast<std::uint64_t*>(bytes);
+    bytes += words * sizeof(std::uint64_t);
+    deferred_ = reinterpret_cast<std::uint64_t*>(bytes);
+    bytes += words * sizeof(std::uint64_t);
+    used_ = reinterpret_cast<std::uint32_t*>(bytes);
+    bytes += n * sizeof(std::uint32_t);
+    static_assert(alignof(std::atomic<Entry*>) <= 8 && alignof(ChunkBits) <= 8);
+    for (std::size_t c = 0; c < n; ++c) {  // writes every bookkeeping line: resident too
       any_free_[c] = ~std::uint64_t{0};
       free_bits_[c].fill(~std::uint64_t{0});
       has_room_[c / kWordBits] |= std::uint64_t{1} << (c % kWordBits);
     }
-    slots_ = slots_memory;
     mask_ = slots - 1;
-    index_bytes_ = index_bytes_for(capacity_);
     return true;
   }
 
@@ -633,8 +716,10 @@ class KeyTable {
     if (--used_[c] == 0) release_chunk(c);
   }
 
-  // Chunk c's memory: kept if released but not yet freed (readers of the old publication see entries
-  // that are not live, under the same seqlock), else fresh zeroed memory (version 0, not live).
+  // Chunk c's memory: kept if released but not yet handed back (readers of the old publication see
+  // entries that are not live, under the same seqlock), else a ready block from the control side
+  // (zeroed: not-live entries at version 0, aggregates of implicit-lifetime members). None ready: the
+  // key is refused, and counted. No allocation, no syscall: the owner's path.
   bool ensure_chunk(std::size_t c) noexcept {
     const std::uint64_t bit = std::uint64_t{1} << (c % kWordBits);
     if (mem_[c] != nullptr) {
@@ -645,32 +730,44 @@ class KeyTable {
       }
       return true;
     }
-    const std::size_t bytes = chunk_entries(c) * sizeof(Entry);
-    void* raw = nullptr;
-    // Zeroed memory holds not-live entries at version 0: aggregates of implicit-lifetime members.
-    auto* memory = static_cast<Entry*>(key_table_detail::zeroed(bytes, key_table_detail::kEntryAlign, raw));
-    if (memory == nullptr) return false;
-    key_table_detail::populate(memory, bytes);
-    raw_[c] = raw;
-    mem_[c] = memory;
-    chunk_bytes_ += bytes;
-    chunks_[c].store(memory, std::memory_order_release);  // the zeroes happen before a reader's use
+    Entry* block = c == tail_chunk_ ? take_tail() : take_ready();
+    if (block == nullptr) [[unlikely]] {
+      starved_.store(starved_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return false;
+    }
+    mem_[c] = block;
+    chunks_[c].store(block, std::memory_order_release);  // the zeroes happen before a reader's use
     return true;
   }
 
-  // An empty chunk leaves the readers' table now and is freed by drain_deferred() once no reader can
-  // still hold it.
+  // The ready pool's next block, or nullptr (see replenish()).
+  Entry* take_ready() noexcept {
+    const std::size_t taken = pool_taken_.load(std::memory_order_relaxed);
+    if (taken == pool_given_.load(std::memory_order_acquire)) return nullptr;
+    Entry* block = pool_[taken & (kMaxSpareChunks - 1)];
+    pool_taken_.store(taken + 1, std::memory_order_release);
+    return block;
+  }
+  Entry* take_tail() noexcept {
+    Entry* block = tail_ready_.load(std::memory_order_acquire);
+    if (block != nullptr) tail_ready_.store(nullptr, std::memory_order_relaxed);  // back only via the queue
+    return block;
+  }
+
+  // An empty chunk leaves the readers' table now and is handed back by drain_deferred() once no reader
+  // can still hold it.
   void release_chunk(std::size_t c) noexcept {
     chunks_[c].store(nullptr, std::memory_order_seq_cst);
     deferred_[c / kWordBits] |= std::uint64_t{1} << (c % kWordBits);
     ++deferred_count_;
   }
 
-  // Frees the released chunks if no reader is registered. Why a reader cannot still use one:
-  //  - A reader registered before this load and not yet gone makes it nonzero: nothing is freed.
+  // Hands the released chunks to the return queue if no reader is registered. Why a reader cannot still
+  // use one:
+  //  - A reader registered before this load and not yet gone makes it nonzero: nothing is handed back.
   //  - A reader that has gone decremented with release semantics after its last read of the chunk, and
   //    this seq_cst load (acquire) reads that decrement or a later value: its reads happen before the
-  //    free.
+  //    push to the queue (a release), so before the control side zeroes or frees the chunk.
   //  - A reader whose increment comes after this load in the modification order of readers_: this
   //    load reads a value before the increment, so it precedes the increment in the single total order
   //    S of seq_cst operations; the chunk's nulling store (seq_cst, sequenced before this load) precedes
@@ -678,47 +775,97 @@ class KeyTable {
   //    and its later acquire load of the chunk pointer cannot read a value older than the null (C++20
   //    [atomics.order] p4: a load that read the older pointer would be coherence-ordered before the
   //    null store, putting the fence before that store in S). It sees null or a later re-publication.
-  // Never blocks: if readers are always present, the chunks simply wait (memory_bytes() counts them).
+  // Never blocks: if readers are always present, the chunks simply wait (entry_bytes() counts them);
+  // so does a chunk that finds the queue full (the control side has not drained it).
   void drain_deferred() noexcept {
     if (deferred_count_ == 0) [[likely]] return;
     if (readers_.load(std::memory_order_seq_cst) != 0) return;
     const std::size_t words = (chunk_count_ + kWordBits - 1) / kWordBits;
-    for (std::size_t w = 0; w < words; ++w) {
-      for (std::uint64_t bits = deferred_[w]; bits != 0; bits &= bits - 1) {
+    std::size_t pushed = returned_pushed_.load(std::memory_order_relaxed);
+    const std::size_t room = chunk_count_ - (pushed - returned_drained_.load(std::memory_order_acquire));
+    const std::size_t first = pushed;
+    for (std::size_t w = 0; w < words && deferred_count_ > 0; ++w) {
+      for (std::uint64_t bits = deferred_[w]; bits != 0 && pushed - first < room; bits &= bits - 1) {
         const std::size_t c = w * kWordBits + static_cast<std::size_t>(std::countr_zero(bits));
-        std::free(raw_[c]);
-        raw_[c] = nullptr;
+        returned_[returned_write_] = mem_[c];
+        if (++returned_write_ == chunk_count_) returned_write_ = 0;
+        ++pushed;
         mem_[c] = nullptr;
-        chunk_bytes_ -= chunk_entries(c) * sizeof(Entry);
+        deferred_[w] &= ~(std::uint64_t{1} << (c % kWordBits));
+        --deferred_count_;
       }
-      deferred_[w] = 0;
     }
-    deferred_count_ = 0;
+    returned_pushed_.store(pushed, std::memory_order_release);  // the slots, and the readers' reads before
+  }
+
+  // Bytes of the block that chunk c holds.
+  std::size_t chunk_block_bytes(std::size_t c) const noexcept {
+    return c == tail_chunk_ ? tail_block_bytes_ : full_block_bytes_;
+  }
+
+  // The control side: does the pool want another block? Below spare_ ready, and below the chunks that
+  // the table could still take (a table holding all its chunks needs no spare).
+  bool pool_wants_more() const noexcept {
+    const std::size_t given = pool_given_.load(std::memory_order_relaxed);
+    const std::size_t ready = given - pool_taken_.load(std::memory_order_acquire);  // its slots are free
+    const std::size_t held = given - full_drained_.load(std::memory_order_relaxed) - ready;
+    return ready < spare_ && ready + held < full_chunks_;
+  }
+  void give_ready(Entry* block) noexcept {
+    const std::size_t given = pool_given_.load(std::memory_order_relaxed);
+    pool_[given & (kMaxSpareChunks - 1)] = block;
+    pool_given_.store(given + 1, std::memory_order_release);
   }
 
   // ---- owner's hot fields first ----
   std::uint64_t* slots_ = nullptr;
   std::size_t mask_ = 0;
-  std::unique_ptr<Entry*[]> mem_;     // per chunk: its entries (owner's copy; kept while deferred)
+  Entry** mem_ = nullptr;      // per chunk: its entries (owner's copy; kept while deferred)
   std::uint64_t idle_;
   std::uint64_t multiplier_;
   std::array<std::uint64_t, kSecretWords> secret_;
-  std::size_t size_ = 0;
+  // Live keys: written by the owner alone (a relaxed load and store, no read-modify-write: the cost
+  // of a plain increment), read by any thread.
+  std::atomic<std::size_t> size_{0};
+  std::size_t live() const noexcept { return size_.load(std::memory_order_relaxed); }
+  void set_live(std::size_t n) noexcept { size_.store(n, std::memory_order_relaxed); }
   std::uint32_t capacity_;
   std::size_t chunk_count_;
   std::size_t hand_ = 0;       // the sweep's clock hand
   std::size_t room_hint_ = 0;  // has_room_ words below this are zero
   std::size_t deferred_count_ = 0;
+  std::uint32_t* used_ = nullptr;           // per chunk: live entries
+  std::uint64_t* any_free_ = nullptr;       // per chunk: bit w set if free_bits_[c][w] != 0
+  ChunkBits* free_bits_ = nullptr;          // per chunk: bit set = entry free
+  std::uint64_t* has_room_ = nullptr;       // bit c set if chunk c has a free entry
+  std::uint64_t* deferred_ = nullptr;       // bit c set if chunk c is released, awaiting its return
+  std::atomic<Entry*>* chunks_ = nullptr;   // the readers' view: published chunks
+  Entry** returned_ = nullptr;              // the return queue's ring, a slot per chunk
+  std::size_t returned_write_ = 0;          // the owner's next slot in it
+  // Fixed from make() on, read by every side.
+  std::size_t tail_chunk_;        // the last chunk if the capacity cuts it short, else chunk_count_
+  std::size_t full_chunks_;       // chunks of kChunkEntries entries
+  std::size_t full_block_bytes_;  // their blocks
+  std::size_t tail_block_bytes_;  // the cut last chunk's block, 0 if none
   std::size_t index_bytes_ = 0;
-  std::size_t chunk_bytes_ = 0;
-  void* index_raw_ = nullptr;
-  std::unique_ptr<void*[]> raw_;                // per chunk: the allocation to free
-  std::unique_ptr<std::uint32_t[]> used_;       // per chunk: live entries
-  std::unique_ptr<std::uint64_t[]> any_free_;   // per chunk: bit w set if free_bits_[c][w] != 0
-  std::unique_ptr<ChunkBits[]> free_bits_;      // per chunk: bit set = entry free
-  std::unique_ptr<std::uint64_t[]> has_room_;   // bit c set if chunk c has a free entry
-  std::unique_ptr<std::uint64_t[]> deferred_;   // bit c set if chunk c is released, awaiting its free
-  std::unique_ptr<std::atomic<Entry*>[]> chunks_;  // the readers' view: published chunks
+  void* block_ = nullptr;         // index and bookkeeping
+  MemorySource* source_;
+  std::size_t spare_;
+
+  // Written by the owner, read by the control side and by any thread (figures, starved()): a line of
+  // its own, so that those reads do not take the owner's hot line away.
+  alignas(64) std::atomic<std::size_t> pool_taken_{0};   // blocks taken from the pool, ever
+  std::atomic<std::size_t> returned_pushed_{0};          // blocks pushed to the return queue, ever
+  std::atomic<std::uint64_t> starved_{0};
+
+  // Written by the control side.
+  alignas(64) std::atomic<std::size_t> pool_given_{0};   // blocks given to the pool, ever
+  std::atomic<std::size_t> returned_drained_{0};         // blocks drained from the return queue, ever
+  std::atomic<std::size_t> full_drained_{0};             // of which full-size blocks
+  std::atomic<Entry*> tail_ready_{nullptr};              // the cut last chunk's block, when ready
+  std::size_t returned_read_ = 0;                        // the control side's next slot in the queue
+  Entry* tail_block_ = nullptr;                          // the cut last chunk's block, wherever it is
+  std::array<Entry*, kMaxSpareChunks> pool_{};           // the ready pool's ring
 
   // Readers inside for_each(), on a line of its own: their increments do not disturb the owner's line.
   alignas(64) mutable std::atomic<std::size_t> readers_{0};

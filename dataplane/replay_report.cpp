@@ -158,6 +158,8 @@ void write_keys(JsonWriter& json, const Engine& engine, std::size_t rule, std::s
   json.field("memory_bytes", engine.key_memory_bytes(rule));
   json.field("index_bytes", engine.key_index_bytes(rule));  // fixed from the rule's installation
   json.field("entry_bytes", engine.key_entry_bytes(rule));  // follows the live keys
+  json.field("spare_bytes", engine.key_spare_bytes(rule));  // chunks kept ready for new keys
+  json.field("starved_packets", engine.keys_starved(rule));  // new keys no ready chunk could take
   json.begin_array(all ? "all" : "top_by_red_bytes");
   for (const Item& item : items) {
     json.begin_object();

@@ -213,6 +213,9 @@ class Meter {
     profile_ = &to;
   }
   void reset(std::uint64_t now) noexcept { policer::reset(state_, *profile_, now); }
+  // Points the meter at `to` without touching its state: for a caller that has already brought the
+  // state to `to` itself (from a copy of the old profile, which may be gone by then).
+  void rebind(const Profile& to) noexcept { profile_ = &to; }
 
   const State& state() const noexcept { return state_; }
   State& state() noexcept { return state_; }

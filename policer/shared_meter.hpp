@@ -101,6 +101,28 @@ class alignas(64) SharedMeter {
     });
   }
 
+  // The same burst check, after `catch_up(meter, generation)` has run in the same critical section: a
+  // caller that changes profiles while workers meter (the engine's rule sets) brings the meter through
+  // the changes it has not seen yet, recorded in `generation` (the meter's, 0 at creation), before the
+  // burst is colored with the meter's profile.
+  template <class CatchUp>
+  void check_burst_after(CatchUp&& catch_up, std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
+                         std::span<const Color> in, std::span<Color> colors) noexcept {
+    assert(times.size() >= lengths.size() && colors.size() >= lengths.size());
+    assert(in.empty() || in.size() >= lengths.size());
+    exclusive([&](Meter& m) {
+      catch_up(m, generation_);
+      with_algorithm(m.profile().algorithm(), [&](auto algo) {
+        using Algo = decltype(algo);
+        for (std::size_t i = 0; i < lengths.size(); ++i) {
+          Algo::advance(m.state(), m.profile(), times[i]);
+          const std::uint64_t cost = m.profile().cost(lengths[i]);
+          colors[i] = in.empty() ? Algo::decide_blind(m.state(), cost) : Algo::decide_aware(m.state(), cost, in[i]);
+        }
+      });
+    });
+  }
+
   void change_profile(const Profile& to, std::uint64_t now) noexcept {
     exclusive([&](Meter& m) { m.change_profile(to, now); });
   }
@@ -125,6 +147,7 @@ class alignas(64) SharedMeter {
 
   mutable SpinLock lock_;
   Meter meter_;
+  std::uint64_t generation_ = 0;  // check_burst_after's record of the profile changes applied
 };
 static_assert(sizeof(SharedMeter) == 64, "one shared meter, lock included, per cache line");
 

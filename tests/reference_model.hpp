@@ -62,6 +62,19 @@ class ReferenceMeter {
   std::uint64_t now() const { return now_; }
   const RefParams& params() const { return p_; }
 
+  // A live change of parameters at time t (README, "Live change"): levels are brought to t at the old
+  // parameters, clamped to the new sizes, and credited at the new rates from t on; another algorithm or
+  // unit starts full. Written as a new meter created at t whose buckets start at the kept levels.
+  void change(const RefParams& to, std::uint64_t t) {
+    advance(t);
+    const bool same_family = to.algorithm == p_.algorithm && to.packet_mode == p_.packet_mode && to.hz == p_.hz;
+    const u128 c = c_.level(), second = second_.level();
+    *this = ReferenceMeter(to, now_);
+    if (!same_family) return;
+    c_.start = c < c_.size ? c : c_.size;
+    second_.start = second < second_.size ? second : second_.size;
+  }
+
   void advance(std::uint64_t t) {
     if (t <= now_) return;  // a stale check credits nothing and the clock never moves back
     now_ = t;

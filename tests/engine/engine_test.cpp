@@ -9,67 +9,13 @@
 
 #include "dataplane/engine.hpp"
 #include "dataplane/parse.hpp"
+#include "tests/engine/engine_test_support.hpp"
 #include "tests/engine/limited_child.hpp"
 
 namespace tricolor::dataplane {
 namespace {
 
-constexpr std::uint64_t kHz = 1'000'000'000;
-
-// Ethernet [+ 802.1Q] + IPv4 + UDP to 10.0.0.<host>:<dport>, `size` bytes.
-std::vector<std::uint8_t> udp4(std::size_t size, std::uint8_t host, std::uint16_t dport, std::uint8_t dscp = 0,
-                               bool tagged = false) {
-  std::vector<std::uint8_t> f = {2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2};
-  if (tagged) f.insert(f.end(), {0x81, 0x00, 0x00, 0x07});
-  const std::size_t l3 = size - f.size() - 2;
-  f.insert(f.end(), {0x08, 0x00, 0x45, std::uint8_t(dscp << 2), std::uint8_t(l3 >> 8), std::uint8_t(l3), 0, 0, 0, 0, 64, 17,
-                     0, 0, 192, 0, 2, 1, 10, 0, 0, host});
-  f.insert(f.end(), {0x03, 0xe8, std::uint8_t(dport >> 8), std::uint8_t(dport), std::uint8_t((l3 - 20) >> 8),
-                     std::uint8_t(l3 - 20), 0, 0});
-  f.resize(size, 0);
-  return f;
-}
-
-policer::Params params_1r2c(std::uint64_t cir, std::uint64_t cbs) {
-  policer::Params p;
-  p.algorithm = policer::Algorithm::one_rate_two_color;
-  p.cir = cir;
-  p.cbs = cbs;
-  return p;
-}
-
-Rule rule(std::string name, std::uint8_t host, std::string profile) {
-  Rule r;
-  r.name = std::move(name);
-  r.profile = std::move(profile);
-  Prefix dst;
-  dst.address = {10, 0, 0, host};
-  dst.length = 32;
-  r.match.dst = dst;
-  return r;
-}
-
-struct Harness {
-  std::unique_ptr<Engine> engine;
-  std::vector<std::vector<std::uint8_t>> frames;
-  std::vector<PacketView> views;
-  std::vector<Verdict> verdicts;
-
-  explicit Harness(const Policy& policy, std::uint64_t now = 0) {
-    auto made = Engine::create(policy, *policer::TickRate::make(kHz), now);
-    EXPECT_TRUE(made.ok()) << made.error().message;
-    engine = std::move(*made);
-  }
-  // Sends one burst; frames are copied so that remarks can be inspected.
-  void send(std::vector<std::vector<std::uint8_t>> burst, std::uint64_t now, bool stripped = false) {
-    frames = std::move(burst);
-    views.clear();
-    for (auto& f : frames)
-      views.push_back(PacketView{f.data(), std::uint32_t(f.size()), std::uint32_t(f.size()), now, 0, 0x0007, stripped});
-    verdicts.assign(views.size(), Verdict{});
-    engine->process(views, verdicts);
-  }
-};
+using namespace engine_test;
 
 TEST(MeteredLength, L1L2L3WithAdjustmentsAndAStrippedTag) {
   auto frame = udp4(100, 1, 53);
@@ -158,17 +104,19 @@ TEST(Engine, UpdateKeepsMeterLevelsByRuleName) {
   policy.profiles.push_back({"p", params_1r2c(1000, 1000)});  // 1000 B/s, 1000 B burst
   policy.rules.push_back(rule("keep", 1, "p"));
   policy.rules.push_back(rule("gone", 2, "p"));
-  Harness h(policy, 0);
+  Harness h(policy);
   h.send({udp4(600, 1, 53), udp4(600, 2, 53)}, 0);  // each bucket down to 400
   ASSERT_EQ(h.verdicts[0].out, Color::green);
 
   // New policy: "keep" moves to a profile of the same algorithm with a larger burst and rate; "gone"
-  // is removed; "fresh" is new. The update happens at t = 0.1 s.
+  // is removed; "fresh" is new. The update takes effect at t = 0.1 s: the first burst under it (a packet
+  // that matches no rule).
   Policy next = policy;
   next.profiles.push_back({"q", params_1r2c(2000, 5000)});
   next.rules[0].profile = "q";
   next.rules[1] = rule("fresh", 2, "p");
-  ASSERT_TRUE(h.engine->update(next, kHz / 10).ok());
+  ASSERT_TRUE(h.engine->update(next).ok());
+  h.send({udp4(64, 99, 53)}, kHz / 10);
   // keep: 400 + 0.1 s at the old 1000 B/s = 500 at the change; then 2000 B/s. At t = 0.2 s: 700.
   h.send({udp4(700, 1, 53), udp4(701, 1, 53)}, kHz / 5);
   EXPECT_EQ(h.verdicts[0].out, Color::green) << "levels were kept, not reset to the new 5000";
@@ -190,12 +138,12 @@ TEST(Engine, FailedUpdateChangesNothing) {
   Harness h(policy);
   Policy broken = policy;
   broken.rules[0].profile = "missing";
-  auto result = h.engine->update(broken, 5);
+  auto result = h.engine->update(broken);
   ASSERT_FALSE(result.ok());
   EXPECT_NE(result.error().message.find("no such profile 'missing'"), std::string::npos);
   Policy invalid = policy;
   invalid.profiles[0].params.cbs = 0;
-  result = h.engine->update(invalid, 5);
+  result = h.engine->update(invalid);
   ASSERT_FALSE(result.ok());
   EXPECT_NE(result.error().message.find("profile p: 1r2c: cbs must be greater than 0"), std::string::npos)
       << result.error().message;
@@ -213,7 +161,7 @@ TEST(Engine, RefusesAPolicyOverItsClassifierLimitUntilTheLimitIsRaised) {
   Policy wide = policy;
   wide.rules.push_back(rule("wide", 2, "p"));
   for (std::uint16_t port = 1; port <= 100; port += 2) wide.rules[1].match.dst_ports.push_back({port, port});
-  auto result = h.engine->update(wide, 5, EngineLimits{50});
+  auto result = h.engine->update(wide, EngineLimits{50});
   ASSERT_FALSE(result.ok());
   EXPECT_NE(result.error().message.find("the rules expand to 51 classifier entries, more than the limit of 50 (biggest "
                                         "rules wide 50, one 1); raise the limit"),
@@ -221,12 +169,12 @@ TEST(Engine, RefusesAPolicyOverItsClassifierLimitUntilTheLimitIsRaised) {
       << result.error().message;
   EXPECT_EQ(h.engine->policy(), policy);
   EXPECT_EQ(h.engine->limits().max_classifier_entries, kDefaultMaxClassifierEntries) << "kept: the update failed";
-  ASSERT_TRUE(h.engine->update(wide, 5, EngineLimits{51}).ok());
+  ASSERT_TRUE(h.engine->update(wide, EngineLimits{51}).ok());
   EXPECT_EQ(h.engine->classifier_entries(), 51u);
   EXPECT_EQ(h.engine->limits().max_classifier_entries, 51u);
   // The first form keeps the raised limit.
   wide.rules[1].match.dst_ports.push_back({200, 200});
-  result = h.engine->update(wide, 6);
+  result = h.engine->update(wide);
   ASSERT_FALSE(result.ok());
   EXPECT_NE(result.error().message.find("more than the limit of 51"), std::string::npos) << result.error().message;
 }
@@ -238,7 +186,7 @@ TEST(Engine, RefusesARuleNameTwice) {
   Harness h(policy);
   Policy twice = policy;
   twice.rules.push_back(rule("one", 2, "p"));
-  auto result = h.engine->update(twice, 5);
+  auto result = h.engine->update(twice);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.error().message, "rule one is defined twice");
   EXPECT_EQ(h.engine->policy(), policy);
@@ -257,7 +205,7 @@ TEST(Engine, AnUpdateThatRunsOutOfMemoryChangesNothing) {
   for (int i = 0; i < 50000; ++i)
     big.profiles.push_back({"profile-with-a-long-name-" + std::to_string(i), params_1r2c(1000 + i, 1000)});
   const auto update = [&] {
-    auto result = h.engine->update(big, 5);
+    auto result = h.engine->update(big);
     std::string text = result.ok() ? "updated" : result.error().message;
     h.send({udp4(1000, 1, 53)}, 10);
     text += h.engine->policy() == policy && h.verdicts[0].rule == 0 && h.verdicts[0].out == Color::green ? "; unchanged"
@@ -297,12 +245,14 @@ TEST(EngineKeys, AProfileChangeReachesEachKeyAtItsNextPacketWithLevelsKept) {
   Policy policy;
   policy.profiles.push_back({"p", params_1r2c(1000, 1000)});  // 1000 B/s, 1000 B burst
   policy.rules.push_back(keyed_rule("hosts", "p"));
-  Harness h(policy, 0);
+  Harness h(policy);
   h.send({udp4(600, 1, 53), udp4(600, 2, 53)}, 0);  // keys .1 and .2 down to 400 each
-  // At 0.1 s the profile doubles its rate and grows its burst: at that instant each key has 500.
+  // At 0.1 s (the first burst under the new policy: a packet that matches no rule) the profile doubles
+  // its rate and grows its burst: at that instant each key has 500.
   Policy next = policy;
   next.profiles[0].params = params_1r2c(2000, 5000);
-  ASSERT_TRUE(h.engine->update(next, kHz / 10).ok());
+  ASSERT_TRUE(h.engine->update(next).ok());
+  h.send({udp4(64, 99, 53)}, kHz / 10);
   // Key .1 returns at 0.2 s: 500 + 0.1 s at 2000 B/s = 700 (not 400 + 0.2 s at 2000 = 800, not full).
   h.send({udp4(700, 1, 53), udp4(64, 1, 53)}, kHz / 5);
   EXPECT_EQ(h.verdicts[0].out, Color::green);
@@ -320,12 +270,12 @@ TEST(EngineKeys, ANewKeyDefinitionStartsTheKeysAgain) {
   Policy policy;
   policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
   policy.rules.push_back(keyed_rule("hosts", "p"));
-  Harness h(policy, 0);
+  Harness h(policy);
   h.send({udp4(1000, 1, 53)}, 0);
   EXPECT_EQ(h.engine->live_keys(0), 1u);
   Policy next = policy;
   next.rules[0].per_key.kind = KeyKind::five_tuple;
-  ASSERT_TRUE(h.engine->update(next, 1).ok());
+  ASSERT_TRUE(h.engine->update(next).ok());
   EXPECT_EQ(h.engine->live_keys(0), 0u);
   h.send({udp4(1000, 1, 53)}, 2);
   EXPECT_EQ(h.verdicts[0].out, Color::green);  // a fresh meter
@@ -338,7 +288,7 @@ TEST(EngineKeys, IdleKeysAreSweptAndTheirMemoryReturned) {
   r.per_key.kind = KeyKind::src;
   r.per_key.capacity = 32768;  // an index of 64 Ki slots: the sweep (64 a burst) passes it in 1024 bursts
   policy.rules.push_back(r);
-  Harness h(policy, 0);
+  Harness h(policy);
   // 20000 sources (10.x.y.z from 192.0.2.1 ... rewritten below), one packet each.
   auto frame = udp4(100, 1, 53);
   for (std::uint32_t i = 0; i < 20000; i += 32) {
@@ -355,9 +305,11 @@ TEST(EngineKeys, IdleKeysAreSweptAndTheirMemoryReturned) {
   frame[26] = 11, frame[27] = 0, frame[28] = 0, frame[29] = 7;
   for (int b = 0; b < 20000; ++b) h.send({frame}, 3 * kHz + std::uint64_t(b));
   EXPECT_EQ(h.engine->live_keys(0), 1u);
-  // What remains: the index (64 Ki slots of 8 bytes) and one chunk of entries.
-  EXPECT_LE(h.engine->key_memory_bytes(0) + 4 * 4096u * 128, memory) << "the idle keys' entry chunks were released";
-  EXPECT_LE(h.engine->key_memory_bytes(0), 65536u * 8 + 4096u * 128 + 65536u);
+  // What remains: the index (64 Ki slots of 8 bytes), one chunk of entries and two spare chunks.
+  constexpr std::size_t kChunk = 4096u * 128;
+  EXPECT_EQ(h.engine->key_spare_bytes(0), 2 * kChunk);
+  EXPECT_LE(h.engine->key_memory_bytes(0) + 4 * kChunk, memory) << "the idle keys' entry chunks were released";
+  EXPECT_LE(h.engine->key_memory_bytes(0), 65536u * 8 + kChunk + 2 * kChunk + 65536u);
 }
 
 // The process's resident memory now (VmRSS), in bytes.
@@ -406,24 +358,26 @@ TEST(EngineKeys, TheKeyIndexIsResidentFromTheStartAndKeysCostTheirEntriesOnly) {
   ASSERT_EQ(index, (std::size_t{256} << 20) + 4096 * 548 + 2 * 64 * 8);  // 32 Mi slots of 8 bytes, bookkeeping
 
   const std::size_t before_create = resident_bytes();
-  Harness h(policy, 0);
+  Harness h(policy);
   const std::size_t after_create = resident_bytes();
   // The slots at least (the bookkeeping may land on pages the process already had).
   EXPECT_GE(after_create - before_create, std::size_t{256} << 20) << "the index is resident once the rule is installed";
   EXPECT_EQ(h.engine->key_index_bytes(0), index);
   EXPECT_EQ(h.engine->key_entry_bytes(0), 0u);
-  EXPECT_EQ(h.engine->key_memory_bytes(0), index);
+  const std::size_t spares = 2 * 4096u * 128;  // two chunks kept ready for new keys
+  EXPECT_EQ(h.engine->key_spare_bytes(0), spares);
+  EXPECT_EQ(h.engine->key_memory_bytes(0), index + spares);
 
   for (std::size_t i = 0; i < views.size(); i += 32)
     h.engine->process(std::span(views).subspan(i, std::min<std::size_t>(32, views.size() - i)), verdicts);
   const std::size_t after_keys = resident_bytes();
   EXPECT_EQ(h.engine->live_keys(0), 1000u);
   EXPECT_EQ(h.engine->key_entry_bytes(0), 4096u * 128);
-  EXPECT_EQ(h.engine->key_memory_bytes(0), index + 4096u * 128);
+  EXPECT_EQ(h.engine->key_memory_bytes(0), index + 4096u * 128 + spares);
   // Under a sanitizer each key's probe may also fault in a page of the index's shadow memory (which
   // making the index resident does not touch): up to a page per key more there.
   const std::size_t allowance = (std::size_t{2} << 20) + (test::kSanitizerShadow ? 1000 * 4096 : 0);
-  EXPECT_LE(after_keys - after_create, allowance) << "1000 keys: one 512 KiB chunk of entries, and little else";
+  EXPECT_LE(after_keys - after_create, allowance) << "1000 keys: a spare chunk taken, another made ready, little else";
 }
 
 // Two rules of 256 Mi keys' capacity (4 GiB of index each) with 6 GiB of address space to spare: the
@@ -447,13 +401,13 @@ TEST(EngineKeys, APolicyWhoseKeyIndexesCannotBeHadIsRefused) {
       "rule visitors: cannot allocate its key index: capacity 256m keys needs 4.03 GiB (536870912 index slots of 8 "
       "bytes, and 548 bytes of bookkeeping per 4096 keys), resident from the start: out of memory";
   const auto update_then_create = [&] {
-    Harness h(small, 0);
-    auto result = h.engine->update(big, 5);
+    Harness h(small);
+    auto result = h.engine->update(big);
     std::string text = "update: " + (result.ok() ? std::string("accepted") : result.error().message);
     h.send({udp4(1000, 1, 53)}, 10);
     text += h.engine->policy() == small && h.verdicts[0].rule == 0 && h.verdicts[0].out == Color::green ? "; unchanged"
                                                                                                        : "; changed";
-    auto made = Engine::create(big, *policer::TickRate::make(kHz), 0);
+    auto made = Engine::create(big, *policer::TickRate::make(kHz));
     return text + "\ncreate: " + (made.ok() ? std::string("accepted") : made.error().message);
   };
   const auto refused = [&](const std::string& text) {
@@ -471,7 +425,7 @@ TEST(EngineKeys, AParentAboveAnAggregateMeter) {
   Rule r = rule("both", 1, "child");
   r.parent = "parent";
   policy.rules.push_back(r);
-  Harness h(policy, 0);
+  Harness h(policy);
   // The child passes 3 x 1000 B; the parent only the first 1000; the child's red skips the parent.
   h.send({udp4(1000, 1, 53), udp4(1000, 1, 53), udp4(1000, 1, 53), udp4(1000, 1, 53)}, 0);
   EXPECT_EQ(h.verdicts[0].out, Color::green);

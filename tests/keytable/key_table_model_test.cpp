@@ -3,6 +3,9 @@
 // (inserts, floods); time moves in small steps, large jumps past the timeout, and backwards (stale
 // clocks). After every operation the outcome and size() must match the model, an entry never moves
 // while its key lives, and periodically for_each() must list exactly the model's keys and values.
+// The control side (replenish()) runs before each operation, with pauses: while it is paused, a new
+// key below capacity may be refused for want of a ready chunk, and must then be counted as starved;
+// while it runs, never.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,6 +53,7 @@ class ModelRun {
   void run(std::size_t operations) {
     for (std::size_t op = 0; op < operations; ++op) {
       step();
+      if (testing::Test::HasFatalFailure()) return;
       ASSERT_EQ(table_.size(), model_.size()) << "operation " << op;
       if (op % kWalkEvery == 0) {
         compare_walk();
@@ -58,6 +62,7 @@ class ModelRun {
     }
     compare_walk();
   }
+  std::uint64_t starved() const { return starved_; }
 
  private:
   static constexpr std::size_t kWalkEvery = 97;
@@ -86,6 +91,10 @@ class ModelRun {
   }
 
   void step() {
+    if (r_.below(1000) < 5) paused_ = !paused_;  // pauses of ~200 operations
+    if (!paused_) {
+      ASSERT_TRUE(table_.replenish());
+    }
     advance_time();
     const std::uint64_t roll = r_.below(100);
     if (roll < 85) return acquire();
@@ -102,6 +111,15 @@ class ModelRun {
     Outcome expected;
     if (it == model_.end()) expected = model_.size() < capacity_ ? Outcome::created : Outcome::full;
     else expected = expired(it->second.last) ? Outcome::renewed : Outcome::found;
+    const std::uint64_t starved = table_.starved();
+    if (expected == Outcome::created && outcome == Outcome::full) {
+      ASSERT_TRUE(paused_) << "a key refused for want of a chunk while the control side kept up";
+      ASSERT_EQ(starved, starved_ + 1) << "a starved key not counted";
+      ASSERT_EQ(e, nullptr);
+      starved_ = starved;
+      return;
+    }
+    ASSERT_EQ(starved, starved_) << "a key counted as starved, yet not refused";
     ASSERT_EQ(static_cast<int>(outcome), static_cast<int>(expected)) << "now " << now_;
     if (expected == Outcome::full) {
       ASSERT_EQ(e, nullptr);
@@ -181,12 +199,15 @@ class ModelRun {
       EXPECT_EQ(c.packets[1] + c.packets[2] + c.bytes[1] + c.bytes[2], 0u);
     });
     ASSERT_EQ(n, model_.size());
-    ASSERT_GE(table_.memory_bytes(), table_.index_bytes());
-    // No key, no chunk (no reader holds one here); otherwise at most the chunks of the capacity.
+    ASSERT_EQ(table_.memory_bytes(), table_.index_bytes() + table_.entry_bytes() + table_.spare_bytes());
+    if (paused_) return;  // chunks may wait in the return queue
+    ASSERT_TRUE(table_.replenish());
+    // No key, no chunk held (no reader holds one here); with the spares, at most the chunks of the
+    // capacity (a table never keeps more chunks than it could use).
     if (model_.empty()) {
-      ASSERT_EQ(table_.memory_bytes(), table_.index_bytes()) << "no key, yet chunks are kept";
+      ASSERT_EQ(table_.entry_bytes(), 0u) << "no key, yet chunks are kept";
     }
-    ASSERT_LE(table_.memory_bytes() - table_.index_bytes(), std::size_t{capacity_} * sizeof(typename Table::Entry));
+    ASSERT_LE(table_.entry_bytes() + table_.spare_bytes(), std::size_t{capacity_} * sizeof(typename Table::Entry));
   }
 
   Rng r_;
@@ -196,6 +217,8 @@ class ModelRun {
   std::uint64_t idle_;
   std::uint64_t now_ = 1'000'000;
   std::unordered_map<Key, ModelEntry, KeyHash> model_;
+  bool paused_ = false;       // the control side does not run
+  std::uint64_t starved_ = 0;  // keys refused for want of a ready chunk, so far
 };
 
 struct Case {
@@ -210,23 +233,27 @@ constexpr Case kCases[] = {
 };
 
 TEST(KeyTableModel, Ipv4KeysMatchTheModel) {
-  std::uint64_t seed = 1;
+  std::uint64_t seed = 1, starved = 0;
   for (const Case& c : kCases) {
     SCOPED_TRACE("capacity " + std::to_string(c.capacity) + " idle " + std::to_string(c.idle));
     ModelRun<16> run(seed++, c.capacity, c.idle);
     run.run(c.operations);
     if (HasFatalFailure()) return;
+    starved += run.starved();
   }
+  EXPECT_GT(starved, 0u) << "the control side's pauses never starved a key: that path went untested";
 }
 
 TEST(KeyTableModel, Ipv6KeysMatchTheModel) {
-  std::uint64_t seed = 100;
+  std::uint64_t seed = 100, starved = 0;
   for (const Case& c : kCases) {
     SCOPED_TRACE("capacity " + std::to_string(c.capacity) + " idle " + std::to_string(c.idle));
     ModelRun<40> run(seed++, c.capacity, c.idle);
     run.run(c.operations);
     if (HasFatalFailure()) return;
+    starved += run.starved();
   }
+  EXPECT_GT(starved, 0u) << "the control side's pauses never starved a key: that path went untested";
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The key table's contract one property at a time: layout, capacity, renewal and expiry, memory
-// following the live keys (chunks released, also while readers hold them), hash quality and secrets,
-// and a key flood.
+// following the live keys (chunks released, also while readers hold them, and kept as spares or given
+// back by the control side), hash quality and secrets, and a key flood.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -29,16 +29,21 @@ using Outcome4 = Table4::Outcome;
 
 constexpr std::size_t kEntryBytes = 128;
 constexpr std::size_t kChunkEntries = 4096;
+constexpr std::size_t kChunkBytes = kChunkEntries * kEntryBytes;
 
 using test_keys::key_of;
 using test_keys::made;
+using test_keys::pages_not_resident;
 
 policer::State fresh_at(std::uint64_t now) { return policer::State{{1000, 2000}, now}; }
 
-// acquire() plus what a worker does afterwards: a "meter check" at `now` and a packet counted.
+// acquire() plus what a worker does afterwards: a "meter check" at `now` and a packet counted. Before
+// it, the control side's replenish(), as if it always kept up (this file tests the table's contract,
+// key_table_memory_test.cpp what happens when it does not).
 template <class Table>
 typename Table::Entry* touch(Table& t, const typename Table::Key& key, std::uint64_t now,
                              typename Table::Outcome& outcome) {
+  EXPECT_TRUE(t.replenish());
   typename Table::Entry* e = t.acquire(key, t.hash(key), now, fresh_at(now), outcome);
   if (e != nullptr) {
     Table::begin_write(*e);
@@ -81,16 +86,6 @@ TEST(KeyTableLayout, EntryIsTwoCacheLinesWithFieldsInOrder) {
   EXPECT_EQ(reinterpret_cast<const char*>(&e.counters) - base, 8 + 40 + 24);
 }
 
-// Pages of [p, p + bytes) not resident now (mincore).
-std::size_t pages_not_resident(const void* p, std::size_t bytes) {
-  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<std::uintptr_t>(p) & ~(page - 1);
-  const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes + page - 1) & ~(page - 1);
-  std::vector<unsigned char> resident((end - begin) / page);
-  if (mincore(reinterpret_cast<void*>(begin), end - begin, resident.data()) != 0) return resident.size();
-  return static_cast<std::size_t>(std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return (r & 1) == 0; }));
-}
-
 // The fixed cost is paid by make(), all of it resident; the first key adds one chunk, nothing else.
 // (Was: nothing allocated before the first acquire(), which then allocated the index and faulted it
 // in page by page as keys arrived: a table's memory did not follow its keys, and an index that could
@@ -103,7 +98,8 @@ TEST(KeyTable, TheIndexIsAllocatedAndResidentWhenTheTableIsMade) {
   EXPECT_EQ(t.index_bytes(), (2u << 20) * 8 + 256 * 548 + 2 * 4 * 8);
   EXPECT_EQ(Table4::index_bytes_for(1u << 20), t.index_bytes());
   EXPECT_EQ(t.entry_bytes(), 0u);
-  EXPECT_EQ(t.memory_bytes(), t.index_bytes());
+  EXPECT_EQ(t.spare_bytes(), 2 * kChunkBytes);  // the ready pool, filled by make()
+  EXPECT_EQ(t.memory_bytes(), t.index_bytes() + 2 * kChunkBytes);
   EXPECT_EQ(pages_not_resident(t.index_address(), t.index_slots() * 8), 0u);
   EXPECT_EQ(t.size(), 0u);
   EXPECT_EQ(t.sweep(5000, 100), 0u);
@@ -111,8 +107,11 @@ TEST(KeyTable, TheIndexIsAllocatedAndResidentWhenTheTableIsMade) {
   t.prefetch(t.hash(key_of<Table4>(1)));
   EXPECT_EQ(outcome_of(t, 1, 10), Outcome4::created);
   EXPECT_EQ(t.index_bytes(), Table4::index_bytes_for(1u << 20));
-  EXPECT_EQ(t.entry_bytes(), kChunkEntries * kEntryBytes);
-  EXPECT_EQ(t.memory_bytes(), t.index_bytes() + kChunkEntries * kEntryBytes);
+  EXPECT_EQ(t.entry_bytes(), kChunkBytes);
+  EXPECT_EQ(t.spare_bytes(), kChunkBytes);  // one chunk taken from the pool
+  EXPECT_TRUE(t.replenish());
+  EXPECT_EQ(t.spare_bytes(), 2 * kChunkBytes);
+  EXPECT_EQ(t.memory_bytes(), t.index_bytes() + 3 * kChunkBytes);
 }
 
 TEST(KeyTable, IndexBytesFollowTheFormula) {
@@ -129,8 +128,10 @@ TEST(KeyTable, CapacityZeroAcceptsNothing) {
   auto table = made<Table4>(0, 1000);
   Table4& t = *table;
   EXPECT_EQ(outcome_of(t, 1, 10), Outcome4::full);
+  EXPECT_EQ(t.starved(), 0u);  // full, not starved
   EXPECT_EQ(t.memory_bytes(), t.index_bytes());
   EXPECT_EQ(t.entry_bytes(), 0u);
+  EXPECT_EQ(t.spare_bytes(), 0u);
   EXPECT_EQ(t.sweep(1'000'000, 10), 0u);
 }
 
@@ -160,7 +161,11 @@ void capacity_exactly(std::uint32_t capacity) {
   Table& t = *table;
   for (std::uint64_t id = 0; id < capacity; ++id) ASSERT_EQ(outcome_of(t, id, 100), Outcome4::created) << id;
   EXPECT_EQ(t.size(), capacity);
-  // The exact chunk bytes: the last chunk is cut to the capacity.
+  // The exact chunk bytes: the last chunk is cut to the capacity. A table holding all its chunks keeps
+  // no spare.
+  EXPECT_TRUE(t.replenish());
+  EXPECT_EQ(t.entry_bytes(), std::size_t{capacity} * kEntryBytes);
+  EXPECT_EQ(t.spare_bytes(), 0u);
   EXPECT_EQ(t.memory_bytes() - t.index_bytes(), std::size_t{capacity} * kEntryBytes);
   typename Table::Outcome o;
   EXPECT_EQ(touch(t, key_of<Table>(capacity), 100, o), nullptr);
@@ -271,13 +276,18 @@ TEST(KeyTableMemory, ChunksReleasedWhenAllKeysExpire) {
   auto table = made<Table4>(kKeys, 1000);
   Table4& t = *table;
   for (std::uint64_t id = 0; id < kKeys; ++id) ASSERT_EQ(outcome_of(t, id, 10), Outcome4::created);
-  EXPECT_EQ(t.memory_bytes(), t.index_bytes() + kKeys * kEntryBytes);
+  EXPECT_EQ(t.entry_bytes(), kKeys * kEntryBytes);
   EXPECT_EQ(sweep_all(t, 5000), kKeys);
   EXPECT_EQ(t.deferred_chunks(), 0u);
-  EXPECT_EQ(t.memory_bytes(), t.index_bytes());
+  EXPECT_EQ(t.entry_bytes(), kKeys * kEntryBytes);  // handed back, not yet taken by the control side
+  EXPECT_TRUE(t.replenish());
+  EXPECT_EQ(t.entry_bytes(), 0u);
+  // What stays: the index, two spare chunks, and the last chunk's own block (20000 = 4 x 4096 + 3616).
+  EXPECT_EQ(t.spare_bytes(), 2 * kChunkBytes + (kKeys % kChunkEntries) * kEntryBytes);
+  EXPECT_EQ(t.memory_bytes(), t.index_bytes() + t.spare_bytes());
   // And again: chunks come back on demand.
   for (std::uint64_t id = 0; id < 5000; ++id) ASSERT_EQ(outcome_of(t, kKeys + id, 6000), Outcome4::created);
-  EXPECT_EQ(t.memory_bytes(), t.index_bytes() + 2 * kChunkEntries * kEntryBytes);
+  EXPECT_EQ(t.entry_bytes(), 2 * kChunkBytes);
 }
 
 TEST(KeyTableMemory, HighChunksDrainAfterAFlood) {
@@ -288,13 +298,15 @@ TEST(KeyTableMemory, HighChunksDrainAfterAFlood) {
   for (std::uint64_t id = 0; id < kCapacity; ++id) ASSERT_EQ(outcome_of(t, id, 0), Outcome4::created);
   for (std::uint64_t id = 0; id < 1000; ++id) ASSERT_EQ(outcome_of(t, id, 900), Outcome4::found);
   EXPECT_EQ(sweep_all(t, 1000), kCapacity - 1000);
-  EXPECT_EQ(t.memory_bytes(), t.index_bytes() + kChunkEntries * kEntryBytes);
+  EXPECT_TRUE(t.replenish());
+  EXPECT_EQ(t.entry_bytes(), kChunkBytes);
+  EXPECT_EQ(t.spare_bytes(), 2 * kChunkBytes);  // the other two returned chunks went back to the source
   // New keys fill the holes of the lowest chunk before a new chunk is taken.
   for (std::uint64_t id = 0; id < kChunkEntries - 1000; ++id)
     ASSERT_EQ(outcome_of(t, kCapacity + id, 1000), Outcome4::created);
-  EXPECT_EQ(t.memory_bytes(), t.index_bytes() + kChunkEntries * kEntryBytes);
+  EXPECT_EQ(t.entry_bytes(), kChunkBytes);
   EXPECT_EQ(outcome_of(t, 2 * kCapacity, 1000), Outcome4::created);
-  EXPECT_EQ(t.memory_bytes(), t.index_bytes() + 2 * kChunkEntries * kEntryBytes);
+  EXPECT_EQ(t.entry_bytes(), 2 * kChunkBytes);
 }
 
 // A reader parked inside for_each() (its callback waits) while the owner releases every chunk.
@@ -327,17 +339,23 @@ TEST(KeyTableMemory, ChunksFreedOnlyOnceReadersAreGone) {
     std::unique_lock lock(m);
     cv.wait(lock, [&] { return inside; });
   }
-  const std::size_t full = t.memory_bytes();
+  EXPECT_TRUE(t.replenish());
+  const std::size_t full = t.entry_bytes();
+  EXPECT_EQ(full, 3 * kChunkBytes);
+  EXPECT_EQ(t.spare_bytes(), 0u);
   EXPECT_EQ(sweep_all(t, 5000), kKeys);
   EXPECT_EQ(t.size(), 0u);
   EXPECT_EQ(t.deferred_chunks(), 3u);
-  EXPECT_EQ(t.memory_bytes(), full);  // nothing freed under the reader
-  // A new key takes back the lowest released chunk rather than allocating one.
+  EXPECT_TRUE(t.replenish());
+  EXPECT_EQ(t.entry_bytes(), full);  // nothing handed back under the reader
+  EXPECT_EQ(t.spare_bytes(), 0u);
+  // A new key takes back the lowest released chunk rather than a ready one.
   EXPECT_EQ(outcome_of(t, kKeys + 1, 5000), Outcome4::created);
   EXPECT_EQ(t.deferred_chunks(), 2u);
-  EXPECT_EQ(t.memory_bytes(), full);
+  EXPECT_EQ(t.entry_bytes(), full);
   EXPECT_EQ(t.sweep(5000, 1), 0u);
-  EXPECT_EQ(t.memory_bytes(), full);
+  EXPECT_TRUE(t.replenish());
+  EXPECT_EQ(t.entry_bytes(), full);
   {
     std::lock_guard lock(m);
     release = true;
@@ -345,9 +363,11 @@ TEST(KeyTableMemory, ChunksFreedOnlyOnceReadersAreGone) {
   cv.notify_all();
   reader.join();
   EXPECT_GE(seen, 1u);  // the reader saw the keys of the chunks it held, or fewer: never freed memory
-  t.sweep(5000, 1);  // the owner frees once it sees no reader
+  t.sweep(5000, 1);  // the owner hands the chunks back once it sees no reader
   EXPECT_EQ(t.deferred_chunks(), 0u);
-  EXPECT_EQ(t.memory_bytes(), t.index_bytes() + kChunkEntries * kEntryBytes);
+  EXPECT_TRUE(t.replenish());  // and the control side keeps them as its spares
+  EXPECT_EQ(t.entry_bytes(), kChunkBytes);
+  EXPECT_EQ(t.spare_bytes(), 2 * kChunkBytes);
 }
 
 // 1 Mi consecutive IPv4 addresses (the first 4 bytes of the key, network order): linear probing at
@@ -365,6 +385,9 @@ TEST(KeyTableHash, ConsecutiveAddressesSpreadOverTheIndex) {
     key[3] = static_cast<std::uint8_t>(address);
     key[12] = 6;
     Table4::Outcome o;
+    if (i % 64 == 0) {
+      ASSERT_TRUE(t.replenish());  // the control side, once a burst
+    }
     ASSERT_NE(t.acquire(key, t.hash(key), 0, fresh_at(0), o), nullptr);
     ASSERT_EQ(o, Table4::Outcome::created);
   }
@@ -387,6 +410,9 @@ TEST(KeyTableHash, ConsecutiveIpv6AndPortsSpread) {
     key[15] = static_cast<std::uint8_t>(i);
     key[32] = static_cast<std::uint8_t>(i >> 16);  // source port
     Table6::Outcome o;
+    if (i % 64 == 0) {
+      ASSERT_TRUE(t.replenish());  // the control side, once a burst
+    }
     ASSERT_NE(t.acquire(key, t.hash(key), 0, fresh_at(0), o), nullptr);
   }
   const auto stats = t.probe_stats();
@@ -470,7 +496,9 @@ TEST(KeyTableFlood, SizeNeverExceedsCapacity) {
     now += kIdle;
     sweep_all(t, now);
     EXPECT_EQ(t.size(), 0u);
-    EXPECT_EQ(t.memory_bytes(), t.index_bytes());
+    EXPECT_TRUE(t.replenish());
+    EXPECT_EQ(t.entry_bytes(), 0u);
+    EXPECT_EQ(t.memory_bytes(), t.index_bytes() + t.spare_bytes());
     for (std::uint64_t id = 0; id < kCapacity; ++id) ASSERT_EQ(outcome_of(t, 10 * kCapacity + id, now), Outcome4::created);
   }
 }

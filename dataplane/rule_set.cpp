@@ -1,0 +1,80 @@
+#include "dataplane/rule_set.hpp"
+
+#include <algorithm>
+
+namespace tricolor::dataplane {
+
+ProfileHistory ProfileHistory::with(std::uint64_t generation, const policer::Profile& before) const {
+  ProfileHistory next = *this;
+  if (next.count == kProfileHistory) {
+    next.forgotten = next.changes[0]->generation;
+    std::move(next.changes.begin() + 1, next.changes.end(), next.changes.begin());
+    --next.count;
+  }
+  next.changes[next.count++] = ProfileChange{generation, before};
+  return next;
+}
+
+std::optional<std::uint64_t> SeenGenerations::tick_of(std::uint64_t g) const noexcept {
+  if (count_ == 0) return std::nullopt;
+  const Seen& oldest = at(0);
+  if (g <= oldest.generation) {
+    // The first set this worker remembers is at or after g. Exact if it is g itself, or if nothing was
+    // forgotten (the worker started after g: its first burst is the first it ran under g or later).
+    if (oldest.generation == g || count_ < kSeen) return oldest.tick;
+    return std::nullopt;
+  }
+  for (std::size_t i = 1; i < count_; ++i)  // generations only grow: the first at or after g
+    if (at(i).generation >= g) return at(i).tick;
+  return std::nullopt;  // not seen yet: no set this worker ran brought it
+}
+
+namespace {
+
+// The profile a change led to: the next change's `before`, or the current profile after the last.
+const policer::Profile& after(const ProfileHistory& history, std::size_t i, const policer::Profile& current) noexcept {
+  return i + 1 < history.count ? history[i + 1].before : current;
+}
+
+}  // namespace
+
+bool catch_up_key(policer::State& state, const ProfileHistory& history, const policer::Profile& current,
+                  const SeenGenerations& seen) noexcept {
+  // A change the history no longer holds, made after the key's last check: it cannot be replayed.
+  if (history.forgotten != 0) {
+    const auto tick = seen.tick_of(history.forgotten);
+    if (state.last < (tick ? *tick : seen.oldest_tick())) return false;
+  }
+  for (std::size_t i = 0; i < history.count; ++i) {
+    const auto tick = seen.tick_of(history[i].generation);
+    if (!tick) {
+      // Older than this worker remembers: a key checked since then saw it; one that was not, missed a
+      // change whose tick is lost.
+      if (state.last < seen.oldest_tick()) return false;
+      continue;
+    }
+    if (state.last < *tick) policer::change_profile(state, history[i].before, after(history, i, current), *tick);
+  }
+  return true;
+}
+
+void catch_up_shared(policer::Meter& meter, std::uint64_t& generation, const ProfileHistory* history,
+                     std::uint64_t current_generation, const policer::Profile& current, const SeenGenerations& seen,
+                     std::uint64_t now) noexcept {
+  if (current_generation <= generation) return;  // at this set's profile already, or at a newer one
+  bool exact = history != nullptr && history->forgotten <= generation;
+  for (std::size_t i = 0; exact && i < history->count; ++i) {
+    if ((*history)[i].generation <= generation) continue;  // applied by whoever checked the meter before
+    const auto tick = seen.tick_of((*history)[i].generation);
+    if (!tick) {
+      exact = false;
+      break;
+    }
+    policer::change_profile(meter.state(), (*history)[i].before, after(*history, i, current), *tick);
+  }
+  if (!exact) meter.state() = policer::full_state(current, std::max(meter.state().last, now));
+  meter.rebind(current);
+  generation = current_generation;
+}
+
+}  // namespace tricolor::dataplane
