@@ -3,7 +3,7 @@
 // random order; beside it the bare meter check (policer::check_blind on as many states, same order,
 // same prefetch distance) from the foundation benchmark, so that the cost of everything around the
 // meter shows; and the key-flood rates: every packet a new key, into an empty table and into a full
-// one (the fallback).
+// one (the fallback); and a policy change with 10 Ki rules, with and without a classifier build.
 //
 // Packets are rewritten in place in a ring of 32 frame buffers before each burst (as a NIC reuses its
 // receive buffers): writing the key fields is part of the measured time, about 1 ns per packet.
@@ -12,6 +12,7 @@
 #include <rte_cycles.h>
 
 #include <cstdio>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -172,9 +173,52 @@ void BM_key_flood(benchmark::State& state) {
   state.counters["table_full_share"] = static_cast<double>(full) / static_cast<double>(state.iterations() * kBurst);
 }
 
+// A policy change on the control side with 10 Ki operator-like rules (a /32 destination each, UDP,
+// a port): new rates only (arg 0: the classifier is kept) or one rule's port changed (arg 1: the
+// classifier is built again). Each iteration publishes one change (alternately there and back) and
+// reclaims the set it replaced.
+Policy many_rules(std::uint64_t cir, std::uint16_t first_port) {
+  Policy p;
+  p.profiles.push_back({"p", policer::Params{policer::Algorithm::one_rate_two_color, policer::Unit::bytes, cir, 65536,
+                                             0, 0, 0, 0}});
+  for (std::uint32_t i = 0; i < 10240; ++i) {
+    Rule r;
+    r.name = "r" + std::to_string(i);
+    r.profile = "p";
+    Prefix dst;
+    dst.address = {10, static_cast<std::uint8_t>(i >> 16), static_cast<std::uint8_t>(i >> 8), static_cast<std::uint8_t>(i)};
+    dst.length = 32;
+    r.match.dst = dst;
+    r.match.protocol = 17;
+    const auto port = static_cast<std::uint16_t>(i == 0 ? first_port : 53);
+    r.match.dst_ports = {{port, port}};
+    p.rules.push_back(r);
+  }
+  return p;
+}
+
+void BM_policy_update(benchmark::State& state) {
+  const bool match_changes = state.range(0) != 0;
+  const Policy a = many_rules(1'000'000, 53);
+  const Policy b = match_changes ? many_rules(1'000'000, 54) : many_rules(2'000'000, 53);
+  auto made = Engine::create(a, *policer::TickRate::make(rte_get_tsc_hz()));
+  if (!made) return state.SkipWithError(made.error().message.c_str());
+  Engine& engine = **made;
+  const std::uint64_t builds = engine.classifier_builds();
+  bool to_b = true;
+  for (auto _ : state) {  // one update per iteration, alternating between the two policies
+    if (!engine.update(to_b ? b : a)) return state.SkipWithError("update refused");
+    engine.reclaim();
+    to_b = !to_b;
+  }
+  state.counters["classifier_builds_per_update"] =
+      static_cast<double>(engine.classifier_builds() - builds) / static_cast<double>(state.iterations());
+}
+
 BENCHMARK(BM_engine_per_key)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_bare_meter)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_key_flood)->Arg(0)->Arg(1)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_policy_update)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
