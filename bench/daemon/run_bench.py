@@ -1,0 +1,602 @@
+#!/usr/bin/env python3
+"""The daemon benchmark (issue 9, section 4): one tricolord worker beside dpdk-testpmd's io forwarding
+(the I/O ceiling) and DPDK's qos_meter sample, on the same ports and the same captures.
+
+Ports: net_pcap with infinite_rx=1 (port 0: replays a capture from memory, as fast as it is polled)
+and net_null with no-rx=1 (port 1: frees what it is sent). Every program forwards port 0 -> port 1 on
+one worker lcore (core 1), its main lcore on core 0, no PCI, its own --file-prefix. Each case runs
+every program in turn, rotating the order from round to round, so that the machine's noise falls on
+all of them alike.
+
+Rates come from each program's own counters, printed once a second: the packets port 0 received
+between a snapshot taken `--warmup` seconds after forwarding started and one `--measure` seconds later,
+divided by the time between the two snapshots as the program measured it (tricolord's and qos_meter's
+elapsed_s; testpmd's, rebuilt from its per-interval Rx-pps). Received = processed: infinite_rx hands
+a packet to whoever polls, so each program runs as fast as it can.
+
+Memory: infinite_rx preloads the whole capture into the mbuf pool (about 2.3 GiB at 1 Mi IMIX packets).
+With `--memory auto` (the default) the script reserves the huge pages this takes
+(/proc/sys/vm/nr_hugepages, hugetlbfs at /dev/hugepages, mounted if needed) and gives them back at the
+end; when it cannot, every program runs with --no-huge -m MB. It says which.
+
+Usage (from the source root, after `ninja -C build`):
+  bench/daemon/run_bench.py                     # the full table, about 10 minutes
+  bench/daemon/run_bench.py --smoke             # the smallest case, briefly (meson test bench-daemon-smoke)
+"""
+import argparse
+import dataclasses
+import json
+import math
+import os
+import platform
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import make_capture  # noqa: E402  (the capture generator beside this script)
+
+MIB = 1 << 20
+HUGE_PAGE = 2 * MIB
+HUGE_DIR = "/dev/hugepages"
+
+# The cases of issue 9 section 4.
+FRAMES = ["64", "imix"]
+FLOWS = [1, 4096, 65536, 1048576]
+PROGRAMS = ["testpmd", "qos_meter", "tricolord-aggregate", "tricolord-5tuple"]
+
+# Pool sizing: the preloaded capture, plus what is in flight (bursts, per-lcore mempool caches of up
+# to 512, descriptors) with room to spare; rx_nombuf is checked after every run.
+MBUFS_IN_FLIGHT = 16384
+MBUF_BYTES = 2432            # 2176-byte buffer (2048 data + 128 headroom) + rte_mbuf + mempool header
+EAL_BASE_MB = 512            # the EAL, rings (infinite_rx's ring holds 2 x packets pointers), tables
+KEY_ENTRY_BYTES = 256        # tricolord per-5-tuple: 128-byte entries, index and chunks, with slack
+KEY_INDEX_MB = 64            # capacity 2m: 32.3 MiB of key index (tricolor-replay says so), doubled
+
+STARTUP_LIMIT_S = 120        # EAL, pool, preloading 1 Mi packets: a few seconds; this is a hang
+STOP_LIMIT_S = 15            # after SIGINT, before the outer timeout kills
+
+
+@dataclasses.dataclass
+class Snapshot:
+    t: float          # seconds, on the program's own clock
+    rx: int           # packets port 0 received (= processed)
+    tx: int           # packets port 1 sent (= forwarded)
+    rx_nombuf: int = 0
+
+
+@dataclasses.dataclass
+class Run:
+    program: str
+    frames: str
+    flows: int
+    round: int
+    ok: bool = False
+    mpps: float = 0.0            # received (processed) per second, millions
+    forwarded_mpps: float = 0.0  # sent on port 1
+    seconds: float = 0.0         # the measured interval, program clock
+    rx_nombuf: int = 0
+    error: str = ""
+    log: str = ""
+    load: tuple = ()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Output parsers: each turns the program's periodic counters into Snapshots.
+
+class TricolordParser:
+    """--json --stats-interval 1: one JSON object per line; "stats" and "final" events."""
+
+    def __init__(self):
+        self.final = None
+
+    def feed(self, line):
+        line = line.strip()
+        if not line.startswith("{"):
+            return None
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            return None
+        if event.get("event") not in ("stats", "final"):
+            return None
+        ports = {p["port"]: p for p in event.get("ports", [])}
+        if 0 not in ports or 1 not in ports:
+            return None
+        if event["event"] == "final":
+            self.final = event
+            return None
+        return Snapshot(float(event["elapsed_s"]), int(ports[0]["rx_packets"]), int(ports[1]["tx_packets"]),
+                        int(ports[0].get("rx_nombuf", 0)))
+
+
+class QosMeterParser:
+    """Our patch's lines: "stats elapsed_s=F rx_packets=N ... tx_packets=N ..." once a second."""
+
+    LINE = re.compile(r"^(stats|final) (.*)$")
+
+    def __init__(self):
+        self.final = None
+
+    def feed(self, line):
+        m = self.LINE.match(line.strip())
+        if not m:
+            return None
+        fields = dict(kv.split("=", 1) for kv in m.group(2).split())
+        snap = Snapshot(float(fields["elapsed_s"]), int(fields["rx_packets"]), int(fields["tx_packets"]),
+                        int(fields["rx_nombuf"]))
+        if m.group(1) == "final":
+            self.final = snap
+            return None
+        return snap
+
+
+class TestpmdParser:
+    """--stats-period 1: a "NIC statistics for port N" block per port, with cumulative RX-packets and
+    TX-packets and the interval's Rx-pps, which testpmd computes from its own clock
+    (clock_gettime between two displays). The interval's length is therefore packets / Rx-pps: the
+    time axis is rebuilt from testpmd's own measurements, not from when the lines reach us."""
+
+    def __init__(self):
+        self.port = None
+        self.values = {}
+        self.prev_rx = None
+        self.t = 0.0
+        self.final = None
+
+    def feed(self, line):
+        m = re.search(r"NIC statistics for port (\d+)", line)
+        if m:
+            self.port = int(m.group(1))
+            return None
+        if self.port is None:
+            return None
+        for key, pattern in (("rx", r"RX-packets:\s+(\d+)"), ("nombuf", r"RX-nombuf:\s+(\d+)"),
+                             ("tx", r"TX-packets:\s+(\d+)"), ("rx_pps", r"Rx-pps:\s+(\d+)")):
+            m = re.search(pattern, line)
+            if m:
+                self.values[(self.port, key)] = int(m.group(1))
+        if self.port == 1 and re.search(r"Tx-pps:", line):
+            return self._snapshot()
+        return None
+
+    def _snapshot(self):
+        rx, pps = self.values.get((0, "rx")), self.values.get((0, "rx_pps"))
+        tx, nombuf = self.values.get((1, "tx")), self.values.get((0, "nombuf"), 0)
+        self.port = None
+        if rx is None or tx is None or pps is None:
+            return None
+        if self.prev_rx is not None:
+            if pps == 0:
+                if rx != self.prev_rx:
+                    return None  # packets but no rate: no clock for this interval; skip it
+            else:
+                self.t += (rx - self.prev_rx) / pps
+        self.prev_rx = rx
+        return Snapshot(self.t, rx, tx, nombuf)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Memory: huge pages when they can be had, else --no-huge, the same for every program of the run.
+
+class Memory:
+    def __init__(self, mode, need_mb):
+        self.mode = mode
+        self.need_mb = need_mb
+        self.huge = False
+        self.restore_pages = None
+        self.mounted = False
+        self.why = ""
+
+    def __enter__(self):
+        if self.mode == "no-huge":
+            self.why = "--memory no-huge"
+        else:
+            self.huge, self.why = self._reserve()
+            if not self.huge and self.mode == "huge":
+                self.__exit__(None, None, None)
+                sys.exit(f"run_bench: huge pages asked for but not available: {self.why}")
+        return self
+
+    def _reserve(self):
+        pages = math.ceil(self.need_mb * MIB / HUGE_PAGE)
+        if not self._hugetlbfs_mounted():
+            if os.geteuid() != 0:
+                return False, f"no hugetlbfs at {HUGE_DIR} and not root"
+            os.makedirs(HUGE_DIR, exist_ok=True)
+            result = subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", HUGE_DIR],
+                                    capture_output=True, text=True)
+            if result.returncode != 0:
+                return False, f"mount hugetlbfs {HUGE_DIR}: {result.stderr.strip()}"
+            self.mounted = True
+        total, free = self._pages()
+        if free < pages:
+            try:
+                with open("/proc/sys/vm/nr_hugepages", "w") as f:
+                    f.write(str(total + pages - free))
+                self.restore_pages = total
+            except OSError as e:
+                return False, f"cannot raise /proc/sys/vm/nr_hugepages: {e}"
+            total, free = self._pages()
+        if free < pages:
+            return False, (f"{free} free 2 MiB huge pages after asking for {pages} "
+                           f"({self.need_mb} MB; memory too fragmented?)")
+        return True, f"{pages} huge pages of 2 MiB ({free} free of {total})"
+
+    @staticmethod
+    def _hugetlbfs_mounted():
+        with open("/proc/mounts") as f:
+            return any(line.split()[1] == HUGE_DIR and line.split()[2] == "hugetlbfs" for line in f)
+
+    @staticmethod
+    def _pages():
+        info = {}
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, value = line.split(":", 1)
+                info[key] = int(value.split()[0])
+        return info["HugePages_Total"], info["HugePages_Free"]
+
+    def eal_args(self, case_mb):
+        if self.huge:
+            return ["--huge-dir", HUGE_DIR]
+        return ["--no-huge", "-m", str(case_mb)]
+
+    def describe(self):
+        if self.huge:
+            return f"huge pages: {self.why}, hugetlbfs at {HUGE_DIR}"
+        return f"--no-huge -m MB (4 KiB pages): {self.why}"
+
+    def __exit__(self, *exc):
+        if self.restore_pages is not None:
+            try:
+                with open("/proc/sys/vm/nr_hugepages", "w") as f:
+                    f.write(str(self.restore_pages))
+            except OSError as e:
+                print(f"run_bench: could not give back the huge pages: {e}", file=sys.stderr)
+            self.restore_pages = None
+        if self.mounted:
+            subprocess.run(["umount", HUGE_DIR], capture_output=True)
+            self.mounted = False
+        return False
+
+
+def mbufs_for(packets):
+    return packets + MBUFS_IN_FLIGHT
+
+
+def memory_mb_for(packets, flows):
+    """One figure for every program of a case: the pool, the EAL, tricolord's per-5-tuple keys."""
+    pool = mbufs_for(packets) * MBUF_BYTES
+    keys = flows * KEY_ENTRY_BYTES + KEY_INDEX_MB * MIB
+    return math.ceil((pool + keys) / MIB) + EAL_BASE_MB
+
+
+# ----------------------------------------------------------------------------------------------------
+# Running one program on one capture.
+
+class Bench:
+    def __init__(self, args, memory):
+        self.args = args
+        self.memory = memory
+        self.serial = 0
+
+    def command(self, program, capture, packets, flows, prefix):
+        args = self.args
+        eal = ["-l", "0,1", "--main-lcore", "0", "--no-pci", "--file-prefix", prefix,
+               "--vdev", f"net_pcap0,rx_pcap={capture},infinite_rx=1", "--vdev", "net_null0,no-rx=1"]
+        eal += self.memory.eal_args(memory_mb_for(packets, flows))
+        mbufs = mbufs_for(packets)
+        own_limit = int(STARTUP_LIMIT_S + args.warmup + args.measure + 10)   # the program's own end
+        if program == "testpmd":
+            return [args.testpmd, *eal, "--", "--forward-mode=io", "--auto-start", "--stats-period", "1",
+                    f"--total-num-mbufs={mbufs}", "--nb-cores=1", "--rxq=1", "--txq=1"], TestpmdParser(), own_limit
+        if program == "qos_meter":
+            return [args.qos_meter, *eal, "--", "-p", "3", "-n", str(mbufs), "-T", str(own_limit)], \
+                QosMeterParser(), own_limit
+        policy = os.path.join(HERE, "aggregate.policy" if program == "tricolord-aggregate" else "per-5-tuple.policy")
+        return [args.tricolord, *eal, "--", "--policy", policy, "--json", "--stats-interval", "1",
+                "--duration", str(own_limit), "--mbufs", str(mbufs)], TricolordParser(), own_limit
+
+    def run(self, program, frames, flows, capture, packets, round_):
+        self.serial += 1
+        prefix = f"tricolor-bench-{os.getpid()}-{self.serial}"
+        log_path = os.path.join(self.args.workdir, "logs", f"{frames}-{flows}-{program}-r{round_}.log")
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        argv, parser, own_limit = self.command(program, capture, packets, flows, prefix)
+        result = Run(program, frames, flows, round_, log=log_path, load=os.getloadavg())
+        # The outer timeout ends the program whatever happens to this script; SIGINT first (testpmd,
+        # qos_meter and tricolord all stop cleanly on it), SIGKILL STOP_LIMIT_S later.
+        hard_limit = own_limit + STOP_LIMIT_S
+        full = ["timeout", "--signal=INT", f"--kill-after={STOP_LIMIT_S}", str(hard_limit), *argv]
+        with open(log_path, "w") as log:
+            log.write(" ".join(full) + "\n")
+            log.flush()
+            proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    errors="replace", bufsize=1, start_new_session=True)
+            lines = queue.Queue()
+            reader = threading.Thread(target=_pump, args=(proc.stdout, log, lines), daemon=True)
+            reader.start()
+            try:
+                result = self._measure(proc, parser, lines, result)
+            finally:
+                self._stop(proc, reader)
+        final = getattr(parser, "final", None)
+        if isinstance(final, Snapshot):
+            result.rx_nombuf = max(result.rx_nombuf, final.rx_nombuf)
+        elif isinstance(final, dict):
+            result.rx_nombuf = max(result.rx_nombuf, sum(int(p.get("rx_nombuf", 0)) for p in final["ports"]))
+        if result.ok and proc.returncode not in (0, 124):  # 124: timeout's status when it sent the signal
+            result.ok, result.error = False, f"exit status {proc.returncode}"
+        if result.ok and result.rx_nombuf:
+            result.error = f"rx_nombuf {result.rx_nombuf}: the pool ran dry (rates are still the program's)"
+        _remove_runtime_files(prefix)
+        return result
+
+    def _measure(self, proc, parser, lines, result):
+        args = self.args
+        snaps, start, first = [], None, None
+        deadline = time.monotonic() + STARTUP_LIMIT_S
+        while True:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                if time.monotonic() < deadline:
+                    continue
+                result.error = f"{result.program} printed no counters for too long (a hang?)"
+                return result
+            if line is EOF:
+                result.error = f"{result.program} ended before the measurement was complete"
+                return result
+            snap = parser.feed(line)
+            if snap is None:
+                continue
+            snaps.append(snap)
+            deadline = time.monotonic() + 10  # counters come once a second from now on
+            result.rx_nombuf = max(result.rx_nombuf, snap.rx_nombuf)
+            if start is None and snap.rx > 0:
+                start = snap  # forwarding has begun: the warm-up runs from here
+            if start is not None and first is None and snap.t >= start.t + args.warmup - 0.05:
+                first = snap
+            if first is not None and snap.t >= first.t + args.measure - 0.05:
+                seconds = snap.t - first.t
+                result.ok = True
+                result.seconds = seconds
+                result.mpps = (snap.rx - first.rx) / seconds / 1e6
+                result.forwarded_mpps = (snap.tx - first.tx) / seconds / 1e6
+                if snap.tx == first.tx:
+                    result.ok, result.error = False, f"{result.program} forwarded no packet"
+                return result
+
+    @staticmethod
+    def _stop(proc, reader):
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGINT)  # the timeout process we started; it passes SIGINT on
+        try:
+            proc.wait(timeout=STOP_LIMIT_S + 5)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        reader.join(timeout=5)
+
+
+EOF = object()  # what _pump queues when the program's output ends
+
+
+def _pump(stream, log, lines):
+    for line in stream:
+        log.write(line)
+        lines.put(line)
+    log.flush()
+    lines.put(EOF)
+
+
+def _remove_runtime_files(prefix):
+    """What a DPDK process leaves when it is killed: its runtime folder and, with huge pages, its
+    page files. Only this run's prefix."""
+    runtime = os.path.join("/var/run/dpdk", prefix)
+    if os.path.isdir(runtime):
+        for name in os.listdir(runtime):
+            try:
+                os.remove(os.path.join(runtime, name))
+            except OSError:
+                pass
+        try:
+            os.rmdir(runtime)
+        except OSError:
+            pass
+    if os.path.isdir(HUGE_DIR):
+        for name in os.listdir(HUGE_DIR):
+            if name.startswith(prefix + "map_"):
+                try:
+                    os.remove(os.path.join(HUGE_DIR, name))
+                except OSError:
+                    pass
+
+
+# ----------------------------------------------------------------------------------------------------
+# Captures, cached in the work folder.
+
+def capture_for(workdir, frames, flows):
+    packets = max(flows, make_capture.DEFAULT_MIN_PACKETS)
+    path = os.path.join(workdir, "captures", f"{frames}-{flows}.pcap")
+    generator = os.path.join(HERE, "make_capture.py")
+    if not os.path.exists(path) or os.path.getmtime(path) < os.path.getmtime(generator):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        print(f"  writing {path} ({packets} packets)", flush=True)
+        make_capture.write_capture(path + ".part", flows, frames, packets)
+        os.replace(path + ".part", path)
+    return path, packets
+
+
+# ----------------------------------------------------------------------------------------------------
+# Report.
+
+def median(values):
+    values = sorted(values)
+    n = len(values)
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+
+
+def table(runs, programs, frames_list, flows_list):
+    heads = {"testpmd": "testpmd io", "qos_meter": "qos_meter (256 meters)",
+             "tricolord-aggregate": "tricolord aggregate", "tricolord-5tuple": "tricolord per-5-tuple"}
+    out = ["| frames | flows | " + " | ".join(heads[p] + " Mpps" for p in programs) + " |",
+           "|---|---:|" + "---:|" * len(programs)]
+    for frames in frames_list:
+        for flows in flows_list:
+            cells = []
+            ceiling = None
+            for program in programs:
+                ok = [r.mpps for r in runs if r.ok and (r.program, r.frames, r.flows) == (program, frames, flows)]
+                if not ok:
+                    cells.append("failed")
+                    continue
+                value = median(ok)
+                if program == "testpmd":
+                    ceiling = value
+                    cells.append(f"{value:.2f}")
+                elif ceiling:
+                    cells.append(f"{value:.2f} ({value / ceiling:.2f})")
+                else:
+                    cells.append(f"{value:.2f}")
+            label = "64 B" if frames == "64" else "IMIX"
+            out.append(f"| {label} | {_flows_label(flows)} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def spread_lines(runs, programs, frames_list, flows_list):
+    """Per program and case: every round's rate, and forwarded / received (what the policy let pass)."""
+    out = []
+    for frames in frames_list:
+        for flows in flows_list:
+            parts = []
+            for program in programs:
+                mine = [r for r in runs if (r.program, r.frames, r.flows) == (program, frames, flows)]
+                rates = "/".join(f"{r.mpps:.2f}" if r.ok else "x" for r in mine)
+                passed = [r.forwarded_mpps / r.mpps for r in mine if r.ok and r.mpps]
+                share = f", {100 * median(passed):.0f}% forwarded" if passed else ""
+                parts.append(f"{program} {rates}{share}")
+            out.append(f"  {frames:>4} {_flows_label(flows):>5}: " + "; ".join(parts))
+    return out
+
+
+def _flows_label(flows):
+    for unit, size in (("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if flows >= size and flows % size == 0:
+            return f"{flows // size} {unit}"
+    return str(flows)
+
+
+def machine_line():
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    dpdk = subprocess.run(["pkg-config", "--modversion", "libdpdk"], capture_output=True, text=True).stdout.strip()
+    return f"{model}, {os.cpu_count()} cores, Linux {platform.release()}, DPDK {dpdk}"
+
+
+# ----------------------------------------------------------------------------------------------------
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    build = os.path.join(SOURCE_ROOT, "build")
+    parser.add_argument("--build-dir", default=build, help="where tricolord and qos_meter were built (default: %(default)s)")
+    parser.add_argument("--tricolord", help="default: BUILD/control/tricolord")
+    parser.add_argument("--qos-meter", help="default: BUILD/bench/daemon/qos_meter/qos_meter")
+    parser.add_argument("--testpmd", default="/usr/bin/dpdk-testpmd")
+    parser.add_argument("--workdir", help="captures, logs and results (default: BUILD/bench/daemon/work)")
+    parser.add_argument("--frames", default=",".join(FRAMES), help="64,imix")
+    parser.add_argument("--flows", default=",".join(map(str, FLOWS)))
+    parser.add_argument("--programs", default=",".join(PROGRAMS))
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds after forwarding starts (default 2)")
+    parser.add_argument("--measure", type=float, default=4.0, help="seconds between the snapshots (default 4)")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each program per case (default 2)")
+    parser.add_argument("--memory", choices=["auto", "huge", "no-huge"], default="auto")
+    parser.add_argument("--smoke", action="store_true",
+                        help="64-byte frames, 1 flow, one round, 1 s warm-up, 2 s measured, --no-huge")
+    args = parser.parse_args()
+    if args.smoke:
+        args.frames, args.flows, args.rounds, args.warmup, args.measure = "64", "1", 1, 1.0, 2.0
+        args.memory = "no-huge"
+    args.tricolord = args.tricolord or os.path.join(args.build_dir, "control", "tricolord")
+    args.qos_meter = args.qos_meter or os.path.join(args.build_dir, "bench", "daemon", "qos_meter", "qos_meter")
+    args.workdir = args.workdir or os.path.join(args.build_dir, "bench", "daemon", "work")
+    args.frames_list = args.frames.split(",")
+    args.flows_list = [int(f) for f in args.flows.split(",")]
+    args.programs_list = args.programs.split(",")
+    for frames in args.frames_list:
+        if frames not in FRAMES:
+            parser.error(f"--frames: {frames!r} is not one of {FRAMES}")
+    for program in args.programs_list:
+        if program not in PROGRAMS:
+            parser.error(f"--programs: {program!r} is not one of {PROGRAMS}")
+    binaries = {"testpmd": args.testpmd, "qos_meter": args.qos_meter,
+                "tricolord-aggregate": args.tricolord, "tricolord-5tuple": args.tricolord}
+    for program in args.programs_list:
+        if not os.access(binaries[program], os.X_OK):
+            parser.error(f"{program}: no program at {binaries[program]} (build it, or --programs without it)")
+    return args
+
+
+def main():
+    args = parse_args()
+    if os.geteuid() != 0:
+        sys.exit("run_bench: DPDK's EAL needs root here (memory, /var/run/dpdk)")
+    os.makedirs(args.workdir, exist_ok=True)
+    largest = max(args.flows_list)
+    need_mb = memory_mb_for(max(largest, make_capture.DEFAULT_MIN_PACKETS), largest)
+    started = time.monotonic()
+    runs = []
+    with Memory(args.memory, need_mb) as memory:
+        print(f"daemon benchmark: {machine_line()}")
+        print(f"memory: {memory.describe()}")
+        print(f"lcores: main on core 0, forwarding on core 1; warm-up {args.warmup:g} s, measured "
+              f"{args.measure:g} s, {args.rounds} round(s); load average {os.getloadavg()[0]:.2f} at start", flush=True)
+        bench = Bench(args, memory)
+        for frames in args.frames_list:
+            for flows in args.flows_list:
+                capture, packets = capture_for(args.workdir, frames, flows)
+                for round_ in range(args.rounds):
+                    shift = round_ % len(args.programs_list)
+                    for program in args.programs_list[shift:] + args.programs_list[:shift]:
+                        run = bench.run(program, frames, flows, capture, packets, round_)
+                        runs.append(run)
+                        status = (f"{run.mpps:6.2f} Mpps received, {run.forwarded_mpps:6.2f} forwarded over "
+                                  f"{run.seconds:.2f} s" if run.ok else f"FAILED: {run.error} (log {run.log})")
+                        note = f" [{run.error}]" if run.ok and run.error else ""
+                        print(f"  {frames:>4} {_flows_label(flows):>5} round {round_ + 1} {program:<20} {status}{note}"
+                              f"  (load {run.load[0]:.2f})", flush=True)
+        memory_line = memory.describe()
+    loads = [r.load[0] for r in runs]
+    print()
+    print(table(runs, args.programs_list, args.frames_list, args.flows_list))
+    print()
+    print("Each cell: the median over rounds of packets per second received (= processed) by the "
+          "program's worker, in millions; in parentheses, the ratio to testpmd io on the same capture.")
+    print("Every round's rate, and the share forwarded (the rest dropped by the policy):")
+    print("\n".join(spread_lines(runs, args.programs_list, args.frames_list, args.flows_list)))
+    print(f"memory: {memory_line}")
+    print(f"1-minute load average during the runs: {min(loads):.2f} .. {max(loads):.2f}; "
+          f"{time.monotonic() - started:.0f} s in all")
+    with open(os.path.join(args.workdir, "results.json"), "w") as f:
+        json.dump({"machine": machine_line(), "memory": memory_line, "args": sys.argv[1:],
+                   "runs": [dataclasses.asdict(r) for r in runs]}, f, indent=1)
+    failed = [r for r in runs if not r.ok]
+    if failed:
+        for r in failed:
+            print(f"run_bench: {r.program} on {r.frames}/{r.flows}: {r.error} (log {r.log})", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
