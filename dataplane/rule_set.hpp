@@ -14,6 +14,7 @@
 // catches up at its next check: every change it missed is applied in order, each at its own tick, from
 // a copy of the profile it replaced (ProfileHistory), so that two changes between two packets of an
 // idle key are both honoured.
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -59,6 +60,11 @@ struct RuleCounters {
   std::uint64_t keys_created = 0;
   std::uint64_t keys_renewed = 0;
   std::uint64_t table_full = 0;
+  // The first and last tick at which the rule metered a packet (earliest and latest over the workers,
+  // each in its own clock); both 0 while `metered` is false.
+  bool metered = false;
+  std::uint64_t first_tick = 0;
+  std::uint64_t last_tick = 0;
 };
 
 struct DefaultCounters {
@@ -76,8 +82,21 @@ struct alignas(64) WorkerRuleCounters {
   std::array<OwnedCounter, 3> packets;
   std::array<OwnedCounter, 3> bytes;
   OwnedCounter dropped_packets, dropped_bytes, keys_created, keys_renewed, table_full;
+  OwnedCounter metered, first_tick, last_tick;  // metered: 1 once first_tick holds a tick
+
+  // A burst metered packets of the rule from tick `first` to tick `last`.
+  void note_metered(std::uint64_t first, std::uint64_t last) noexcept {
+    if (metered.get() == 0) first_tick.add(first), metered.add(1);  // first_tick written before metered
+    if (last > last_tick.get()) last_tick.add(last - last_tick.get());
+  }
 
   void add_to(RuleCounters& sum) const noexcept {
+    if (metered.get() != 0) {
+      const std::uint64_t first = first_tick.get(), last = last_tick.get();
+      sum.first_tick = sum.metered ? std::min(sum.first_tick, first) : first;
+      sum.last_tick = sum.metered ? std::max(sum.last_tick, last) : last;
+      sum.metered = true;
+    }
     for (std::size_t c = 0; c < 3; ++c) sum.packets[c] += packets[c].get(), sum.bytes[c] += bytes[c].get();
     sum.dropped_packets += dropped_packets.get();
     sum.dropped_bytes += dropped_bytes.get();

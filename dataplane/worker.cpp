@@ -278,6 +278,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     }
 
     WorkerRuleCounters& counters = *set.worker_rule(r, id_).counters;
+    std::uint64_t first_metered = UINT64_MAX, last_metered = 0;
     for (std::size_t k = 0; k < count; ++k) {
       const std::size_t i = group[k];
       Verdict& v = verdicts[i];
@@ -296,6 +297,8 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
         continue;
       }
       v.out = out[k];
+      first_metered = std::min(first_metered, times[k]);
+      last_metered = std::max(last_metered, times[k]);
       const std::size_t color = static_cast<std::size_t>(out[k]);
       const std::uint32_t bytes = l2_bytes(burst[i]);
       counters.packets[color].add(1);
@@ -306,6 +309,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
         counters.dropped_bytes.add(bytes);
       }
     }
+    if (first_metered != UINT64_MAX) counters.note_metered(first_metered, last_metered);
     start = end;
   }
   sweep_keys(set, latest);

@@ -1,0 +1,186 @@
+#include "dataplane/daemon_report.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+namespace tricolor::dataplane {
+namespace {
+
+constexpr const char* kColorNames[3] = {"green", "yellow", "red"};
+
+std::uint64_t sum(const auto& values) {
+  std::uint64_t total = 0;
+  for (std::uint64_t v : values) total += v;
+  return total;
+}
+
+// "1.234 Mpps 630.2 Mbit/s" for packet and byte deltas over `seconds`.
+std::string rate_text(std::uint64_t packets, std::uint64_t bytes, double seconds) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%7.3f Mpps %9.1f Mbit/s", packets / seconds / 1e6, bytes * 8.0 / seconds / 1e6);
+  return text;
+}
+
+}  // namespace
+
+DaemonSnapshot take_snapshot(const Engine& engine, const Forwarder& forwarder, unsigned lcore,
+                             std::span<const std::uint16_t> ports, double elapsed_s, std::uint64_t tick_hz) {
+  DaemonSnapshot s;
+  s.elapsed_s = elapsed_s;
+  s.tick_hz = tick_hz;
+  s.generation = engine.generation();
+  const ForwarderCounters& f = forwarder.counters();
+  for (std::uint16_t port : ports)
+    s.ports.push_back({port, port_name(port), read_port_counters(port), f.tx_dropped[port].get()});
+  const Policy& policy = engine.policy();
+  for (std::size_t r = 0; r < policy.rules.size(); ++r) {
+    RuleSnapshot rule;
+    rule.name = policy.rules[r].name;
+    rule.keyed = policy.rules[r].per_key.kind != KeyKind::none;
+    rule.counters = engine.counters(r);
+    if (rule.keyed) {
+      rule.live_keys = engine.live_keys(r);
+      rule.keys_starved = engine.keys_starved(r);
+    }
+    s.rules.push_back(std::move(rule));
+  }
+  s.defaults = engine.default_counters();
+  s.worker = {lcore,          f.polls.get(),        f.idle_polls.get(),   f.bursts.get(),
+              f.packets.get(), f.policy_drops.get(), f.no_timestamp.get(), f.vlan_restore_failed.get()};
+  return s;
+}
+
+void print_rates(const DaemonSnapshot& before, const DaemonSnapshot& now, std::ostream& out) {
+  const double seconds = now.elapsed_s - before.elapsed_s;
+  if (seconds <= 0) return;
+  char head[96];
+  std::snprintf(head, sizeof head, "[%7.1f s]", now.elapsed_s);
+  out << head;
+  for (std::size_t p = 0; p < now.ports.size() && p < before.ports.size(); ++p) {
+    const PortCounters& a = before.ports[p].counters;
+    const PortCounters& b = now.ports[p].counters;
+    out << "  port " << now.ports[p].id << " rx " << rate_text(b.rx_packets - a.rx_packets, b.rx_bytes - a.rx_bytes, seconds)
+        << ", tx " << rate_text(b.tx_packets - a.tx_packets, b.tx_bytes - a.tx_bytes, seconds) << ";";
+  }
+  out << '\n';
+  for (std::size_t r = 0; r < now.rules.size(); ++r) {
+    const RuleCounters& b = now.rules[r].counters;
+    // A rule added since the previous snapshot starts from zero.
+    const bool same = r < before.rules.size() && before.rules[r].name == now.rules[r].name;
+    const RuleCounters a = same ? before.rules[r].counters : RuleCounters{};
+    char name[40];
+    std::snprintf(name, sizeof name, "  %-16s", now.rules[r].name.c_str());
+    out << name;
+    for (std::size_t c = 0; c < 3; ++c)
+      out << ' ' << kColorNames[c] << ' ' << rate_text(b.packets[c] - a.packets[c], b.bytes[c] - a.bytes[c], seconds);
+    if (now.rules[r].keyed) out << "  keys " << now.rules[r].live_keys;
+    out << '\n';
+  }
+  const DefaultCounters& a = before.defaults;
+  const DefaultCounters& b = now.defaults;
+  char name[40];
+  std::snprintf(name, sizeof name, "  %-16s", "(default)");
+  out << name << "       " << rate_text(b.packets - a.packets, b.bytes - a.bytes, seconds) << '\n';
+  out.flush();
+}
+
+void print_totals(const DaemonSnapshot& s, std::ostream& out) {
+  char line[512];
+  std::snprintf(line, sizeof line, "tricolord: counters after %.1f s (rule set generation %llu, clock %llu Hz)\n",
+                s.elapsed_s, static_cast<unsigned long long>(s.generation), static_cast<unsigned long long>(s.tick_hz));
+  out << line;
+  for (const RuleSnapshot& rule : s.rules) {
+    const RuleCounters& c = rule.counters;
+    out << "  rule " << rule.name << ":";
+    for (std::size_t k = 0; k < 3; ++k) out << ' ' << kColorNames[k] << ' ' << c.packets[k] << " packets " << c.bytes[k] << " bytes;";
+    out << " dropped " << c.dropped_packets << " packets " << c.dropped_bytes << " bytes";
+    if (c.metered) {
+      std::snprintf(line, sizeof line, "; metered from tick %llu to %llu (%.6f s)",
+                    static_cast<unsigned long long>(c.first_tick), static_cast<unsigned long long>(c.last_tick),
+                    static_cast<double>(c.last_tick - c.first_tick) / static_cast<double>(s.tick_hz));
+      out << line;
+    } else {
+      out << "; nothing metered";
+    }
+    if (rule.keyed)
+      out << "; keys " << rule.live_keys << " live, " << c.keys_created << " created, " << c.keys_renewed << " renewed, "
+          << c.table_full << " packets found the table full, " << rule.keys_starved << " starved";
+    out << '\n';
+  }
+  const DefaultCounters& d = s.defaults;
+  out << "  default action: " << d.packets << " packets " << d.bytes << " bytes: " << d.non_ip << " not IP, "
+      << d.no_match << " matching no rule, " << sum(d.malformed) << " malformed";
+  for (std::size_t e = 0; e < kParseErrors; ++e)
+    if (d.malformed[e] != 0) out << " (" << to_string(static_cast<ParseError>(e)) << " " << d.malformed[e] << ")";
+  out << "; " << d.dropped_packets << " dropped\n";
+  for (const PortSnapshot& p : s.ports) {
+    const PortCounters& c = p.counters;
+    out << "  port " << p.id << " (" << p.name << "): rx " << c.rx_packets << " packets " << c.rx_bytes << " bytes, tx "
+        << c.tx_packets << " packets " << c.tx_bytes << " bytes, imissed " << c.imissed << ", rx_nombuf " << c.rx_nombuf
+        << ", rx errors " << c.rx_errors << ", tx errors " << c.tx_errors << ", tx-dropped " << p.tx_dropped << '\n';
+  }
+  const WorkerSnapshot& w = s.worker;
+  out << "  worker on lcore " << w.lcore << ": " << w.packets << " packets in " << w.bursts << " bursts, " << w.polls
+      << " polls (" << w.idle_polls << " idle), " << w.policy_drops << " dropped by the policy";
+  if (w.no_timestamp != 0) out << ", " << w.no_timestamp << " without an RX timestamp";
+  if (w.vlan_restore_failed != 0) out << ", " << w.vlan_restore_failed << " dropped: their stripped VLAN tag could not be put back";
+  out << "\n  mbufs in use: " << s.mbufs_in_use_at_start << " once the ports had started, " << s.mbufs_in_use << " now";
+  if (s.stop_s > 0) {
+    std::snprintf(line, sizeof line, "; the worker stopped %.3f s after the request", s.stop_s);
+    out << line;
+  }
+  out << '\n';
+  out.flush();
+}
+
+void write_json_line(const DaemonSnapshot& s, const std::string& event, std::ostream& out) {
+  using nlohmann::json;
+  json doc;
+  doc["event"] = event;
+  doc["elapsed_s"] = s.elapsed_s;
+  doc["tick_hz"] = s.tick_hz;
+  doc["generation"] = s.generation;
+  json& ports = doc["ports"] = json::array();
+  for (const PortSnapshot& p : s.ports) {
+    const PortCounters& c = p.counters;
+    ports.push_back({{"port", p.id},           {"name", p.name},           {"rx_packets", c.rx_packets},
+                     {"rx_bytes", c.rx_bytes}, {"tx_packets", c.tx_packets}, {"tx_bytes", c.tx_bytes},
+                     {"imissed", c.imissed},   {"rx_errors", c.rx_errors},   {"rx_nombuf", c.rx_nombuf},
+                     {"tx_errors", c.tx_errors}, {"tx_dropped", p.tx_dropped}});
+  }
+  json& rules = doc["rules"] = json::array();
+  for (const RuleSnapshot& rule : s.rules) {
+    const RuleCounters& c = rule.counters;
+    json r = {{"name", rule.name}, {"dropped_packets", c.dropped_packets}, {"dropped_bytes", c.dropped_bytes}};
+    for (std::size_t k = 0; k < 3; ++k) {
+      r[std::string(kColorNames[k]) + "_packets"] = c.packets[k];
+      r[std::string(kColorNames[k]) + "_bytes"] = c.bytes[k];
+    }
+    r["first_tick"] = c.metered ? json(c.first_tick) : json(nullptr);
+    r["last_tick"] = c.metered ? json(c.last_tick) : json(nullptr);
+    if (rule.keyed)
+      r["keys"] = {{"live", rule.live_keys},     {"created", c.keys_created}, {"renewed", c.keys_renewed},
+                   {"table_full", c.table_full}, {"starved", rule.keys_starved}};
+    rules.push_back(std::move(r));
+  }
+  const DefaultCounters& d = s.defaults;
+  json malformed = json::object();
+  for (std::size_t e = 0; e < kParseErrors; ++e)
+    if (d.malformed[e] != 0) malformed[std::string(to_string(static_cast<ParseError>(e)))] = d.malformed[e];
+  doc["default"] = {{"packets", d.packets},   {"bytes", d.bytes},
+                    {"non_ip", d.non_ip},     {"no_match", d.no_match},
+                    {"malformed", malformed}, {"dropped_packets", d.dropped_packets},
+                    {"dropped_bytes", d.dropped_bytes}};
+  const WorkerSnapshot& w = s.worker;
+  doc["worker"] = {{"lcore", w.lcore},   {"polls", w.polls},   {"idle_polls", w.idle_polls},
+                   {"bursts", w.bursts}, {"packets", w.packets}, {"policy_drops", w.policy_drops},
+                   {"no_timestamp", w.no_timestamp}, {"vlan_restore_failed", w.vlan_restore_failed}};
+  doc["mbufs_in_use_at_start"] = s.mbufs_in_use_at_start;
+  doc["mbufs_in_use"] = s.mbufs_in_use;
+  if (s.stop_s > 0) doc["stop_s"] = s.stop_s;
+  out << doc.dump() << '\n';
+  out.flush();
+}
+
+}  // namespace tricolor::dataplane

@@ -1,0 +1,72 @@
+#pragma once
+// The daemon's ports: whatever the EAL probed (a NIC bound to vfio-pci, net_memif, net_pcap,
+// net_af_packet, net_af_xdp, net_ring, net_null), each configured with one RX and one TX queue,
+// promiscuous and all-multicast, frames up to the MTU asked for (multi-segment mbufs when a frame does
+// not fit one buffer), and the offloads the daemon can use when the port has them (VLAN insertion on
+// transmit; RX timestamps for the rx-timestamp clock). Slow path only.
+#include <rte_mempool.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policer/expected.hpp"
+
+namespace tricolor::dataplane {
+
+struct PortOptions {
+  std::uint16_t rx_descriptors = 1024;
+  std::uint16_t tx_descriptors = 1024;
+  std::uint32_t mtu = 9000;     // capped by what the port and the mbufs allow (said in PortFacts)
+  bool rx_timestamp = false;    // required: a port that cannot timestamp what it receives is refused
+};
+
+// What a port is and how it was set up, for the operator.
+struct PortFacts {
+  std::uint16_t id = 0;
+  std::string name;    // the EAL's device name (0000:3b:00.0, net_memif0, ...)
+  std::string driver;  // net_ixgbe, net_memif, ...
+  int socket = 0;      // NUMA socket (0 when the port does not say)
+  std::uint32_t mtu = 0;
+  bool scatter = false;       // frames larger than an mbuf arrive as chains
+  bool vlan_insert = false;   // the port inserts a stripped VLAN tag again on transmit
+  bool promiscuous = false;
+  bool allmulticast = false;
+  std::vector<std::string> notes;  // what could not be had, and what was done instead
+};
+
+struct PortCounters {
+  std::uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
+  std::uint64_t imissed = 0;    // dropped by the port: RX queue full
+  std::uint64_t rx_errors = 0;
+  std::uint64_t rx_nombuf = 0;  // RX could not get an mbuf
+  std::uint64_t tx_errors = 0;
+};
+
+// The ports the EAL probed, in id order.
+std::vector<std::uint16_t> probed_ports();
+std::string port_name(std::uint16_t port);
+int port_socket(std::uint16_t port);  // its NUMA socket, 0 when it does not say
+
+// The mbuf pool for `ports` ports, each with one RX and one TX queue of the given sizes, plus what a
+// worker holds in flight (bursts) and the pool's per-lcore caches.
+std::uint32_t mbufs_needed(std::size_t ports, const PortOptions& options, unsigned lcores);
+
+struct MempoolDeleter {
+  void operator()(rte_mempool* pool) const noexcept { rte_mempool_free(pool); }
+};
+using Mempool = std::unique_ptr<rte_mempool, MempoolDeleter>;
+// Buffers of the default size (2 KiB of data), on `socket`.
+Expected<Mempool> make_mbuf_pool(std::uint32_t mbufs, int socket);
+
+// Configures and starts `port` on `pool`. Nothing is left half set up on error: the port is closed.
+Expected<PortFacts> start_port(std::uint16_t port, rte_mempool* pool, const PortOptions& options);
+// Stops the port (what its queues still hold goes back to the pool) and closes it.
+void stop_port(std::uint16_t port) noexcept;
+
+PortCounters read_port_counters(std::uint16_t port) noexcept;
+// "up 10 Gbps full-duplex", "down".
+std::string link_text(std::uint16_t port);
+
+}  // namespace tricolor::dataplane
