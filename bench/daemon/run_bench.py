@@ -55,6 +55,7 @@ PROGRAMS = ["testpmd", "qos_meter", "tricolord-aggregate", "tricolord-5tuple"]
 # to 512, descriptors) with room to spare; rx_nombuf is checked after every run.
 MBUFS_IN_FLIGHT = 16384
 MBUF_BYTES = 2432            # 2176-byte buffer (2048 data + 128 headroom) + rte_mbuf + mempool header
+MBUF_BYTES_NO_HUGE = 4096    # without huge pages a mempool object may not cross a 4 KiB page: one a page
 EAL_BASE_MB = 512            # the EAL, rings (infinite_rx's ring holds 2 x packets pointers), tables
 KEY_ENTRY_BYTES = 256        # tricolord per-5-tuple: 128-byte entries, index and chunks, with slack
 KEY_INDEX_MB = 64            # capacity 2m: 32.3 MiB of key index (tricolor-replay says so), doubled
@@ -69,6 +70,9 @@ class Snapshot:
     rx: int           # packets port 0 received (= processed)
     tx: int           # packets port 1 sent (= forwarded)
     rx_nombuf: int = 0
+    wall: float = 0.0     # when the script read it (time.monotonic), with the worker thread's
+    cpu_ns: int = 0       # time on a CPU and
+    wait_ns: int = 0      # time runnable but waiting for one (/proc/PID/task/TID/schedstat)
 
 
 @dataclasses.dataclass
@@ -81,6 +85,8 @@ class Run:
     mpps: float = 0.0            # received (processed) per second, millions
     forwarded_mpps: float = 0.0  # sent on port 1
     seconds: float = 0.0         # the measured interval, program clock
+    cpu_share: float = 0.0       # of the interval, the share the worker thread was on a CPU
+    oncpu_mpps: float = 0.0      # mpps / cpu_share: the rate per second of the worker on its core
     rx_nombuf: int = 0
     error: str = ""
     log: str = ""
@@ -243,10 +249,10 @@ class Memory:
                 info[key] = int(value.split()[0])
         return info["HugePages_Total"], info["HugePages_Free"]
 
-    def eal_args(self, case_mb):
+    def eal_args(self, packets, flows):
         if self.huge:
             return ["--huge-dir", HUGE_DIR]
-        return ["--no-huge", "-m", str(case_mb)]
+        return ["--no-huge", "-m", str(memory_mb_for(packets, flows, huge=False))]
 
     def describe(self):
         if self.huge:
@@ -271,9 +277,9 @@ def mbufs_for(packets):
     return packets + MBUFS_IN_FLIGHT
 
 
-def memory_mb_for(packets, flows):
+def memory_mb_for(packets, flows, huge=True):
     """One figure for every program of a case: the pool, the EAL, tricolord's per-5-tuple keys."""
-    pool = mbufs_for(packets) * MBUF_BYTES
+    pool = mbufs_for(packets) * (MBUF_BYTES if huge else MBUF_BYTES_NO_HUGE)
     keys = flows * KEY_ENTRY_BYTES + KEY_INDEX_MB * MIB
     return math.ceil((pool + keys) / MIB) + EAL_BASE_MB
 
@@ -291,7 +297,7 @@ class Bench:
         args = self.args
         eal = ["-l", "0,1", "--main-lcore", "0", "--no-pci", "--file-prefix", prefix,
                "--vdev", f"net_pcap0,rx_pcap={capture},infinite_rx=1", "--vdev", "net_null0,no-rx=1"]
-        eal += self.memory.eal_args(memory_mb_for(packets, flows))
+        eal += self.memory.eal_args(packets, flows)
         mbufs = mbufs_for(packets)
         own_limit = int(STARTUP_LIMIT_S + args.warmup + args.measure + 10)   # the program's own end
         if program == "testpmd":
@@ -341,7 +347,7 @@ class Bench:
 
     def _measure(self, proc, parser, lines, result):
         args = self.args
-        snaps, start, first = [], None, None
+        snaps, start, first, worker = [], None, None, None
         deadline = time.monotonic() + STARTUP_LIMIT_S
         while True:
             try:
@@ -357,6 +363,9 @@ class Bench:
             snap = parser.feed(line)
             if snap is None:
                 continue
+            worker = worker or _worker_thread(proc.pid)
+            snap.wall = time.monotonic()
+            snap.cpu_ns, snap.wait_ns = _schedstat(worker)
             snaps.append(snap)
             deadline = time.monotonic() + 10  # counters come once a second from now on
             result.rx_nombuf = max(result.rx_nombuf, snap.rx_nombuf)
@@ -370,6 +379,9 @@ class Bench:
                 result.seconds = seconds
                 result.mpps = (snap.rx - first.rx) / seconds / 1e6
                 result.forwarded_mpps = (snap.tx - first.tx) / seconds / 1e6
+                if worker and first.cpu_ns and snap.wall > first.wall:
+                    result.cpu_share = (snap.cpu_ns - first.cpu_ns) / 1e9 / (snap.wall - first.wall)
+                    result.oncpu_mpps = result.mpps / result.cpu_share if result.cpu_share > 0 else 0.0
                 if snap.tx == first.tx:
                     result.ok, result.error = False, f"{result.program} forwarded no packet"
                 return result
@@ -387,6 +399,44 @@ class Bench:
 
 
 EOF = object()  # what _pump queues when the program's output ends
+
+
+def _worker_thread(timeout_pid):
+    """The program's worker lcore thread (DPDK names it rte-worker-1 or lcore-worker-1; it is the
+    one thread allowed only on core 1), as /proc/PID/task/TID; the program is timeout's child."""
+    try:
+        with open(f"/proc/{timeout_pid}/task/{timeout_pid}/children") as f:
+            children = f.read().split()
+    except OSError:
+        return None
+    for pid in children:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            task = f"/proc/{pid}/task/{tid}"
+            try:
+                with open(task + "/comm") as f:
+                    name = f.read().strip()
+                with open(task + "/status") as f:
+                    allowed = next((l.split(":", 1)[1].strip() for l in f if l.startswith("Cpus_allowed_list")), "")
+            except OSError:
+                continue
+            if name.endswith("worker-1") or allowed == "1":
+                return task
+    return None
+
+
+def _schedstat(task):
+    if task is None:
+        return 0, 0
+    try:
+        with open(task + "/schedstat") as f:
+            run_ns, wait_ns, _ = f.read().split()
+        return int(run_ns), int(wait_ns)
+    except (OSError, ValueError):
+        return 0, 0
 
 
 def _pump(stream, log, lines):
@@ -444,7 +494,7 @@ def median(values):
     return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
 
 
-def table(runs, programs, frames_list, flows_list):
+def table(runs, programs, frames_list, flows_list, metric="mpps"):
     heads = {"testpmd": "testpmd io", "qos_meter": "qos_meter (256 meters)",
              "tricolord-aggregate": "tricolord aggregate", "tricolord-5tuple": "tricolord per-5-tuple"}
     out = ["| frames | flows | " + " | ".join(heads[p] + " Mpps" for p in programs) + " |",
@@ -454,7 +504,8 @@ def table(runs, programs, frames_list, flows_list):
             cells = []
             ceiling = None
             for program in programs:
-                ok = [r.mpps for r in runs if r.ok and (r.program, r.frames, r.flows) == (program, frames, flows)]
+                ok = [getattr(r, metric) for r in runs
+                      if r.ok and getattr(r, metric) and (r.program, r.frames, r.flows) == (program, frames, flows)]
                 if not ok:
                     cells.append("failed")
                     continue
@@ -479,7 +530,7 @@ def spread_lines(runs, programs, frames_list, flows_list):
             parts = []
             for program in programs:
                 mine = [r for r in runs if (r.program, r.frames, r.flows) == (program, frames, flows)]
-                rates = "/".join(f"{r.mpps:.2f}" if r.ok else "x" for r in mine)
+                rates = "/".join(f"{r.mpps:.2f}@{100 * r.cpu_share:.0f}%" if r.ok else "x" for r in mine)
                 passed = [r.forwarded_mpps / r.mpps for r in mine if r.ok and r.mpps]
                 share = f", {100 * median(passed):.0f}% forwarded" if passed else ""
                 parts.append(f"{program} {rates}{share}")
@@ -572,22 +623,37 @@ def main():
                         run = bench.run(program, frames, flows, capture, packets, round_)
                         runs.append(run)
                         status = (f"{run.mpps:6.2f} Mpps received, {run.forwarded_mpps:6.2f} forwarded over "
-                                  f"{run.seconds:.2f} s" if run.ok else f"FAILED: {run.error} (log {run.log})")
+                                  f"{run.seconds:.2f} s, worker on its core {100 * run.cpu_share:3.0f}% of it"
+                                  if run.ok else f"FAILED: {run.error} (log {run.log})")
                         note = f" [{run.error}]" if run.ok and run.error else ""
                         print(f"  {frames:>4} {_flows_label(flows):>5} round {round_ + 1} {program:<20} {status}{note}"
                               f"  (load {run.load[0]:.2f})", flush=True)
         memory_line = memory.describe()
     loads = [r.load[0] for r in runs]
     print()
-    print(table(runs, args.programs_list, args.frames_list, args.flows_list))
-    print()
-    print("Each cell: the median over rounds of packets per second received (= processed) by the "
-          "program's worker, in millions; in parentheses, the ratio to testpmd io on the same capture.")
-    print("Every round's rate, and the share forwarded (the rest dropped by the policy):")
-    print("\n".join(spread_lines(runs, args.programs_list, args.frames_list, args.flows_list)))
+    report = [
+        table(runs, args.programs_list, args.frames_list, args.flows_list),
+        "",
+        "Each cell: the median over rounds of the packets per second (millions) the program's worker "
+        "received (= processed), from its own counters; in parentheses, the ratio to testpmd io on the "
+        "same capture.",
+        "",
+        "The same per second of the worker's time on a CPU (rate / the share of the interval its thread "
+        "ran, from /proc/PID/task/TID/schedstat): what time-slicing with other processes on core 1 does "
+        "not change (their cache traffic still does):",
+        "",
+        table(runs, args.programs_list, args.frames_list, args.flows_list, metric="oncpu_mpps"),
+        "",
+        "Every round's rate @ the worker's share of its core, and the share forwarded (the rest dropped "
+        "by the policy):",
+        *spread_lines(runs, args.programs_list, args.frames_list, args.flows_list),
+    ]
+    print("\n".join(report))
     print(f"memory: {memory_line}")
     print(f"1-minute load average during the runs: {min(loads):.2f} .. {max(loads):.2f}; "
           f"{time.monotonic() - started:.0f} s in all")
+    with open(os.path.join(args.workdir, "results.md"), "w") as f:
+        f.write("\n".join(report) + f"\n\nmemory: {memory_line}\n")
     with open(os.path.join(args.workdir, "results.json"), "w") as f:
         json.dump({"machine": machine_line(), "memory": memory_line, "args": sys.argv[1:],
                    "runs": [dataclasses.asdict(r) for r in runs]}, f, indent=1)
