@@ -12,7 +12,10 @@ Rates come from each program's own counters, printed once a second: the packets 
 between a snapshot taken `--warmup` seconds after forwarding started and one `--measure` seconds later,
 divided by the time between the two snapshots as the program measured it (tricolord's and qos_meter's
 elapsed_s; testpmd's, rebuilt from its per-interval Rx-pps). Received = processed: infinite_rx hands
-a packet to whoever polls, so each program runs as fast as it can.
+a packet to whoever polls, so each program runs as fast as it can. Beside it, the share of the
+interval the worker thread spent on a CPU (/proc/PID/task/TID/schedstat, read as each snapshot
+arrives), and the rate divided by it: on a machine where other work shares core 1, that rate is
+what time-slicing does not change.
 
 Memory: infinite_rx preloads the whole capture into the mbuf pool (about 2.3 GiB at 1 Mi IMIX packets).
 With `--memory auto` (the default) the script reserves the huge pages this takes
@@ -20,8 +23,9 @@ With `--memory auto` (the default) the script reserves the huge pages this takes
 end; when it cannot, every program runs with --no-huge -m MB. It says which.
 
 Usage (from the source root, after `ninja -C build`):
-  bench/daemon/run_bench.py                     # the full table, about 10 minutes
+  bench/daemon/run_bench.py                     # the full tables, about 10 minutes
   bench/daemon/run_bench.py --smoke             # the smallest case, briefly (meson test bench-daemon-smoke)
+Captures, logs (each program's full output) and results.md / results.json go to the work folder.
 """
 import argparse
 import dataclasses
@@ -70,6 +74,7 @@ class Snapshot:
     rx: int           # packets port 0 received (= processed)
     tx: int           # packets port 1 sent (= forwarded)
     rx_nombuf: int = 0
+    fallback: int = 0     # tricolord: packets whose new key found no room (rules' keys.table_full)
     wall: float = 0.0     # when the script read it (time.monotonic), with the worker thread's
     cpu_ns: int = 0       # time on a CPU and
     wait_ns: int = 0      # time runnable but waiting for one (/proc/PID/task/TID/schedstat)
@@ -88,6 +93,7 @@ class Run:
     cpu_share: float = 0.0       # of the interval, the share the worker thread was on a CPU
     oncpu_mpps: float = 0.0      # mpps / cpu_share: the rate per second of the worker on its core
     rx_nombuf: int = 0
+    fallback: int = 0            # tricolord: packets metered by the fallback in the measured interval
     error: str = ""
     log: str = ""
     load: tuple = ()
@@ -118,8 +124,9 @@ class TricolordParser:
         if event["event"] == "final":
             self.final = event
             return None
+        fallback = sum(int(rule.get("keys", {}).get("table_full", 0)) for rule in event.get("rules", []))
         return Snapshot(float(event["elapsed_s"]), int(ports[0]["rx_packets"]), int(ports[1]["tx_packets"]),
-                        int(ports[0].get("rx_nombuf", 0)))
+                        int(ports[0].get("rx_nombuf", 0)), fallback)
 
 
 class QosMeterParser:
@@ -342,6 +349,9 @@ class Bench:
             result.ok, result.error = False, f"exit status {proc.returncode}"
         if result.ok and result.rx_nombuf:
             result.error = f"rx_nombuf {result.rx_nombuf}: the pool ran dry (rates are still the program's)"
+        if result.ok and result.fallback:
+            result.error = (f"{result.fallback} packets of the measured interval found no room for their key "
+                            f"and took the rule's fallback")
         _remove_runtime_files(prefix)
         return result
 
@@ -379,6 +389,7 @@ class Bench:
                 result.seconds = seconds
                 result.mpps = (snap.rx - first.rx) / seconds / 1e6
                 result.forwarded_mpps = (snap.tx - first.tx) / seconds / 1e6
+                result.fallback = snap.fallback - first.fallback
                 if worker and first.cpu_ns and snap.wall > first.wall:
                     result.cpu_share = (snap.cpu_ns - first.cpu_ns) / 1e9 / (snap.wall - first.wall)
                     result.oncpu_mpps = result.mpps / result.cpu_share if result.cpu_share > 0 else 0.0
