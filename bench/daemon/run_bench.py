@@ -23,7 +23,7 @@ With `--memory auto` (the default) the script reserves the huge pages this takes
 end; when it cannot, every program runs with --no-huge -m MB. It says which.
 
 Usage (from the source root, after `ninja -C build`):
-  bench/daemon/run_bench.py                     # the full tables, about 10 minutes
+  bench/daemon/run_bench.py                     # the full tables, about 12 minutes
   bench/daemon/run_bench.py --smoke             # the smallest case, briefly (meson test bench-daemon-smoke)
 Captures, logs (each program's full output) and results.md / results.json go to the work folder.
 """
@@ -582,7 +582,7 @@ def parse_args():
     parser.add_argument("--programs", default=",".join(PROGRAMS))
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds after forwarding starts (default 2)")
     parser.add_argument("--measure", type=float, default=4.0, help="seconds between the snapshots (default 4)")
-    parser.add_argument("--rounds", type=int, default=2, help="runs of each program per case (default 2)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each program per case (default 3)")
     parser.add_argument("--memory", choices=["auto", "huge", "no-huge"], default="auto")
     parser.add_argument("--smoke", action="store_true",
                         help="64-byte frames, 1 flow, one round, 1 s warm-up, 2 s measured, --no-huge")
