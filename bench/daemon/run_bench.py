@@ -63,7 +63,7 @@ MBUF_BYTES = 2432            # 2176-byte buffer (2048 data + 128 headroom) + rte
 MBUF_BYTES_NO_HUGE = 4096    # without huge pages a mempool object may not cross a 4 KiB page: one a page
 EAL_BASE_MB = 512            # the EAL, rings (infinite_rx's ring holds 2 x packets pointers), tables
 KEY_ENTRY_BYTES = 256        # tricolord per-5-tuple: 128-byte entries, index and chunks, with slack
-KEY_INDEX_MB = 64            # capacity 2m: 32.3 MiB of key index (tricolor-replay says so), doubled
+KEY_INDEX_MB = 64            # the default capacity 1m: 16.1 MiB of key index (tricolor-replay says so), with room
 
 STARTUP_LIMIT_S = 120        # EAL, pool, preloading 1 Mi packets: a few seconds; this is a hang
 STOP_LIMIT_S = 15            # after SIGINT, before the outer timeout kills
