@@ -130,7 +130,8 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--rx-descriptors", o.rx_descriptors, "N  per RX queue (default 1024)");
   app.add_option("--tx-descriptors", o.tx_descriptors, "N  per TX queue (default 1024)");
   app.add_option("--max-classifier-entries", o.max_classifier_entries,
-                 "N  the policy's limit of classifier entries (default 131072)");
+                 "N  the policy's limit of classifier entries (default 131072)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{UINT32_MAX}));
   try {
     std::vector<std::string> reversed(app_args.rbegin(), app_args.rend());  // CLI11 takes them reversed
     app.parse(reversed);
