@@ -10,7 +10,8 @@ accounted for (generator sent = tricolord received = the rules' packets = forwar
 forwarded = what port 1 sent + its tx-dropped, what the receiver got = what port 1 sent), agreeing
 with the summary.json written beside the logs; tricolord's exit after SIGTERM and its mbufs back; the
 command's end by itself in about 20 s, leaving no process and no DPDK runtime directory behind. Then
-the same, briefly, with `--generator flowgen` and its per-destination policy.
+the same, briefly, with `--generator flowgen` and its per-destination policy, and with `--no-huge`
+(the fallback of a machine without huge pages, whether or not this one has them).
 """
 import json
 import os
@@ -120,10 +121,20 @@ def run(args, policy_name, seconds, max_wall):
         assert (rule["green_packets"], rule["yellow_packets"], rule["red_packets"], rule["dropped_packets"]) == \
             (r["green"], r["yellow"], r["red"], r["dropped"]), rule["name"]
     assert saved["receiver_got"]["rx_packets"] == got
+    # Huge pages or not, all three processes alike, and said.
+    daemon_log = open(os.path.join(demo_dir, "tricolord.log")).read()
+    without = "running without huge pages" in daemon_log
+    assert without == (not saved["huge_pages"]), "tricolord's memory differs from the plan"
+    assert any(line.startswith("  memory: " + ("without" if without else "huge pages")) for line in lines)
+    for testpmd in ("generator.log", "receiver.log"):
+        assert ("--no-huge" in open(os.path.join(demo_dir, testpmd)).readline()) == without, testpmd
+    if "--no-huge" in args:
+        assert without, "--no-huge was not honoured"
     return printed
 
 
 run([], "daemon.policy", 15, max_wall=40)
-flowgen = run(["--generator", "flowgen", "--seconds", "3"], "daemon-flowgen.policy", 3, max_wall=30)
+# Without huge pages too, whatever the machine has: the fallback a machine without them takes.
+flowgen = run(["--generator", "flowgen", "--seconds", "3", "--no-huge"], "daemon-flowgen.policy", 3, max_wall=30)
 assert list(flowgen) == ["steady", "tiered", "destinations"], list(flowgen)
 print("main command: ok")

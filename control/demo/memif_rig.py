@@ -96,9 +96,12 @@ class MemoryPlan:
         return [] if self.huge else ["--no-huge", "-m", str(TRICOLORD_NO_HUGE_MB)]
 
 
-def memory_plan() -> MemoryPlan:
+def memory_plan(no_huge: bool = False) -> MemoryPlan:
     """Huge pages when enough are free and hugetlbfs is mounted (the same answer for all three processes,
-    so that the first one started cannot take what the others were counting on); --no-huge otherwise."""
+    so that the first one started cannot take what the others were counting on); --no-huge otherwise,
+    or when asked."""
+    if no_huge:
+        return MemoryPlan(False, "without huge pages (--no-huge, as asked): for all three processes")
     free_pages, page_kb = 0, 0
     with open("/proc/meminfo") as meminfo:
         for line in meminfo:
@@ -411,14 +414,14 @@ class Rig:
     ends the run. Use as a context manager: whatever happens, every process it started ends."""
 
     def __init__(self, tricolord: str, policy: str, generator: Generator, out_dir: str, stats_interval: float = 1.0,
-                 backstop_s: float = 120.0, name: str = "demo"):
+                 backstop_s: float = 120.0, name: str = "demo", no_huge: bool = False):
         self.tricolord_binary = tricolord
         self.policy = policy
         self.generator = generator
         self.out_dir = out_dir
         self.stats_interval = stats_interval
         self.backstop_s = backstop_s
-        self.memory = memory_plan()
+        self.memory = memory_plan(no_huge)
         self.cpus = two_cpus()
         os.makedirs(out_dir, exist_ok=True)
         self.sockets = tempfile.mkdtemp(prefix=f"tricolor-{name}-")

@@ -17,6 +17,7 @@ import json
 import os
 import sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import memif_rig  # noqa: E402
 
@@ -164,6 +165,8 @@ def main() -> int:
     parser.add_argument("--policy", help="the policy (default: control/demo/daemon.policy, or "
                                          "daemon-flowgen.policy with --generator flowgen)")
     parser.add_argument("--out", help="logs and summary.json (default BUILD/daemon-demo)")
+    parser.add_argument("--no-huge", action="store_true",
+                        help="run all three processes without huge pages even when the machine has them")
     args = parser.parse_args()
     if not 1 <= args.seconds <= 600:
         parser.error("--seconds takes 1 to 600")
@@ -179,7 +182,8 @@ def main() -> int:
             print(f"run_demo: {path} does not exist: {what}", file=sys.stderr)
             return 2
 
-    rig = memif_rig.Rig(tricolord, policy, generator, out_dir, stats_interval=1.0, backstop_s=args.seconds + 90)
+    rig = memif_rig.Rig(tricolord, policy, generator, out_dir, stats_interval=1.0, backstop_s=args.seconds + 90,
+                        no_huge=args.no_huge)
     with rig:
         print(f"tricolord demo: dpdk-testpmd {generator.name} --memif--> tricolord --memif--> dpdk-testpmd rxonly")
         print(f"  traffic: {generator.traffic}")

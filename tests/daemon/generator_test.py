@@ -38,6 +38,7 @@ import sys
 import tempfile
 
 tricolord, source_root = sys.argv[1], sys.argv[2]
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(source_root, "control", "demo"))
 import memif_rig  # noqa: E402
 
