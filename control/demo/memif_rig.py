@@ -332,16 +332,17 @@ class Tricolord(Child):
                 raise RigError(f"tricolord did not start within {timeout} s; the end of {self.log_path}:\n"
                                f"{self.log_tail()}")
 
-    def next_event(self, timeout: float) -> dict:
+    def next_event(self, timeout: float) -> Optional[dict]:
+        """The next JSON line, or None after `timeout` seconds without one."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.events.get(timeout=0.1)
+                return self.events.get(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
             except queue.Empty:
                 if not self.alive() and self.events.empty():
                     raise self.died("counters were awaited")
-                if time.monotonic() > deadline:
-                    raise RigError(f"no counters from tricolord within {timeout} s")
+                if time.monotonic() >= deadline:
+                    return None
 
     def stop(self, timeout: float) -> dict:
         """SIGTERM; returns the final counters. exit_s is the time from the signal to the process's end."""
@@ -493,14 +494,18 @@ class Rig:
         stopped_at = time.monotonic()
         sent = self.sender.port_stats()
         deadline = stopped_at + timeout
+        last = None
         while True:
-            event = self.daemon.next_event(max(0.1, deadline - time.monotonic()))
-            if event.get("event") == "stats" and settled(event, sent.tx_packets):
-                break
-            if time.monotonic() > deadline:
+            event = self.daemon.next_event(max(0.0, deadline - time.monotonic()))
+            if event is None:
+                received = port(last, 0)["rx_packets"] if last else "no counters"
                 raise RigError(f"tricolord's counters did not settle within {timeout} s of the generator's stop: "
-                               f"the generator sent {sent.tx_packets} packets, port 0 received "
-                               f"{port(event, 0)['rx_packets']}")
+                               f"the generator sent {sent.tx_packets} packets; tricolord's port 0 received "
+                               f"{received}; the last counters: {json.dumps(last)}")
+            if event.get("event") == "stats":
+                last = event
+                if settled(event, sent.tx_packets):
+                    break
         settle_s = time.monotonic() - stopped_at
         back = port(event, 1)["tx_packets"]
         while True:

@@ -92,12 +92,15 @@ with open(policy_path, "w") as f:
 generator = memif_rig.GENERATORS["txonly"]
 
 # ---- run 1: conservation, the meters' bounds, the mbufs -----------------------------------------
-with memif_rig.Rig(tricolord, policy_path, generator, os.path.join(work, "run1"), stats_interval=0.25,
-                   backstop_s=60, name="gentest") as rig:
-    print(f"memory: {rig.memory.reason}; CPUs {rig.cpus}")
-    rig.start()
-    rig.traffic(10)
-    outcome = rig.stop_traffic()
+try:
+    with memif_rig.Rig(tricolord, policy_path, generator, os.path.join(work, "run1"), stats_interval=0.25,
+                       backstop_s=60, name="gentest") as rig:
+        print(f"memory: {rig.memory.reason}; CPUs {rig.cpus}")
+        rig.start()
+        rig.traffic(10)
+        outcome = rig.stop_traffic()
+except memif_rig.RigError as e:
+    sys.exit(f"FAIL: run 1: {e}\nlogs in {work}")
 final = outcome.final
 sent, got = outcome.generator_sent, outcome.receiver_got
 p0, p1, worker = memif_rig.port(final, 0), memif_rig.port(final, 1), final["worker"]
@@ -161,11 +164,14 @@ check(final["mbufs_in_use"] == final["mbufs_in_use_at_start"],
       f"mbufs in use {final['mbufs_in_use']} after the stop, {final['mbufs_in_use_at_start']} at the start")
 
 # ---- run 2: SIGTERM under full traffic ------------------------------------------------------
-with memif_rig.Rig(tricolord, policy_path, generator, os.path.join(work, "run2"), stats_interval=0.25,
-                   backstop_s=60, name="gentest") as rig:
-    rig.start()
-    stats = rig.traffic(4)
-    outcome = rig.terminate_under_load(timeout=10)
+try:
+    with memif_rig.Rig(tricolord, policy_path, generator, os.path.join(work, "run2"), stats_interval=0.25,
+                       backstop_s=60, name="gentest") as rig:
+        rig.start()
+        stats = rig.traffic(4)
+        outcome = rig.terminate_under_load(timeout=10)
+except memif_rig.RigError as e:
+    sys.exit(f"FAIL: run 2: {e}\nlogs in {work}")
 final = outcome.final
 p0, p1, worker = memif_rig.port(final, 0), memif_rig.port(final, 1), final["worker"]
 last_two = [s for s in stats if s.get("event") == "stats"][-2:]
