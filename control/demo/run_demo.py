@@ -130,6 +130,10 @@ def print_summary(outcome: memif_rig.Outcome, generator: memif_rig.Generator, ou
     else:
         print("  accounting: generator sent = tricolord received = forwarded + dropped; forwarded = port 1 sent "
               "+ tx-dropped; receiver got = port 1 sent", file=out)
+    w = f["worker"]
+    idle = w["idle_polls"] / w["polls"] if w["polls"] else 0
+    print(f"  tricolord's worker: {w['packets']} packets in {w['bursts']} bursts, {idle:.1%} of its {w['polls']} polls "
+          f"found nothing" + (" (the generator set the pace)" if idle > 0.5 else ""), file=out)
     print(f"  tricolord: exit status {outcome.tricolord_status} {outcome.tricolord_exit_s:.2f} s after SIGTERM; "
           f"mbufs in use {f['mbufs_in_use_at_start']} once its ports had started, {f['mbufs_in_use']} after the stop",
           file=out, flush=True)
@@ -217,6 +221,8 @@ def main() -> int:
             print(f"run_demo: {e}", file=sys.stderr)
             return 3
     problems = print_summary(outcome, generator)
+    print("\nMore: ./dev run --generator flowgen (many destinations); ./dev replay-demo (a capture replayed offline "
+          "through a richer policy); tricolord --help.")
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary_json(outcome, rig, problems), f, indent=1)
     return 1 if problems else 0
