@@ -155,7 +155,9 @@ class Child:
     def _start(self, args: list[str], **popen):
         self.log.write("$ " + " ".join(args) + "\n")
         self.log.flush()
-        self.proc = subprocess.Popen(args, preexec_fn=_die_with_parent, **popen)
+        # Its own session: a Ctrl-C at the terminal reaches this script alone, which then stops the
+        # processes in order (Rig.close); the parent-death signal covers this script's own death.
+        self.proc = subprocess.Popen(args, preexec_fn=_die_with_parent, start_new_session=True, **popen)
 
     def _log(self, line: str):
         with self.log_lock:

@@ -7,7 +7,8 @@ Starts the three processes (control/demo/memif_rig.py says how and why so), lets
 --seconds, prints each rule's green/yellow/red rates once a second from tricolord's counters, then
 stops the generator, waits until tricolord has handled every packet and the receiver has counted what
 came back, stops tricolord, and prints a summary in which every packet is accounted for. It exits by
-itself; every process it starts ends with it. Logs and the summary as JSON go to --out.
+itself; every process it starts ends with it. Ctrl-C ends the traffic early (the summary still comes; a
+second Ctrl-C abandons it). Logs and the summary as JSON go to --out.
 
 Exit status: 0 done, every packet accounted for; 1 the counts do not add up (the summary says where);
 2 a wrong command line; 3 a process failed to start or to answer (its log's end is printed).
@@ -214,12 +215,20 @@ def main() -> int:
                 print_rates(before, event, rig.start_elapsed)
                 previous["event"] = event
 
-            stats = rig.traffic(args.seconds, show)
+            try:
+                stats = rig.traffic(args.seconds, show)
+            except KeyboardInterrupt:  # the traffic ends early; the summary still comes
+                print("run_demo: interrupted: stopping the traffic (Ctrl-C again abandons the summary)",
+                      file=sys.stderr, flush=True)
+                stats = []
             outcome = rig.stop_traffic()
             outcome.stats = stats
         except memif_rig.RigError as e:
             print(f"run_demo: {e}", file=sys.stderr)
             return 3
+        except KeyboardInterrupt:
+            print("run_demo: interrupted again: stopping tricolord and both testpmds", file=sys.stderr)
+            return 130
     problems = print_summary(outcome, generator)
     print("\nMore: ./dev run --generator flowgen (many destinations); ./dev replay-demo (a capture replayed offline "
           "through a richer policy); tricolord --help.")
