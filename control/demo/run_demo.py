@@ -160,9 +160,7 @@ def summary_json(outcome: memif_rig.Outcome, rig: memif_rig.Rig, problems: list[
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description="tricolord between two dpdk-testpmd processes over memif: a packet generator sends, "
-                    "tricolord meters and forwards, a receiver counts what comes back.")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default="build", help="the build directory (tricolord is BUILD/control/tricolord)")
     parser.add_argument("--generator", choices=sorted(memif_rig.GENERATORS), default="txonly",
                         help="txonly: many sources (the default); flowgen: many destinations")
