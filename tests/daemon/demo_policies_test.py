@@ -46,16 +46,16 @@ cases = {
         [udp_frame([10, 254, 0, 0], [10, 253, i >> 8, i & 255], 1000, 1001, 60) for i in range(1024)],
         ["steady"] * 256 + ["tiered"] * 256 + ["destinations"] * 512, "destinations", 512),
 }
-work = tempfile.mkdtemp(prefix="tricolor-demo-policies-")
-failures = []
-for policy, (frames, expected, keyed, keys) in cases.items():
+
+
+def check(policy, frames, expected, keyed, keys):
     capture, table, summary = (os.path.join(work, policy + suffix) for suffix in (".pcap", ".csv", ".json"))
     write_pcap(capture, frames)
     result = subprocess.run([replay, "--policy", os.path.join(demo, policy), "--in", capture, "--csv", table,
                              "--json", summary], capture_output=True, text=True, timeout=60)
     if result.returncode != 0:
         failures.append(f"{policy}: tricolor-replay exited {result.returncode}: {result.stderr.strip()}")
-        continue
+        return
     with open(table) as f:
         got = [row["rule"] for row in csv.DictReader(f)]
     wrong = [(i, g, e) for i, (g, e) in enumerate(zip(got, expected)) if g != e]
@@ -67,7 +67,15 @@ for policy, (frames, expected, keyed, keys) in cases.items():
     if rule["keys"]["live"] != keys:
         failures.append(f"{policy}: rule {keyed} has {rule['keys']['live']} live keys, {keys} expected")
     print(f"{policy}: {len(frames)} frames, rules as documented, {keyed}: {rule['keys']['live']} keys")
-shutil.rmtree(work)
+
+
+work = tempfile.mkdtemp(prefix="tricolor-demo-policies-")
+failures = []
+try:
+    for policy, case in cases.items():
+        check(policy, *case)
+finally:
+    shutil.rmtree(work)
 if failures:
     print("\n".join(failures))
     sys.exit(1)
