@@ -185,8 +185,18 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
 }
 
 std::string choose_memory(DaemonOptions& options, std::uint64_t heap_mb) {
-  for (const std::string& arg : options.eal_args)
-    if (arg == "--no-huge") return "memory: without huge pages (--no-huge, as asked)";
+  bool sized = false, no_huge = false;
+  for (const std::string& arg : options.eal_args) {
+    sized = sized || arg == "-m" || arg.rfind("--socket-mem", 0) == 0;
+    no_huge = no_huge || arg == "--no-huge";
+  }
+  if (no_huge) {
+    if (sized) return "memory: without huge pages (--no-huge, as asked)";
+    // DPDK's own default without huge pages is 64 MB: too little for a pool and key tables.
+    options.eal_args.push_back("-m");
+    options.eal_args.push_back(std::to_string(heap_mb));
+    return "memory: without huge pages (--no-huge, as asked), -m " + std::to_string(heap_mb) + " added";
+  }
   std::uint64_t free_pages = 0, page_kb = 0;
   std::ifstream meminfo("/proc/meminfo");
   for (std::string line; std::getline(meminfo, line);) {
@@ -201,8 +211,6 @@ std::string choose_memory(DaemonOptions& options, std::uint64_t heap_mb) {
     return "memory: huge pages (" + std::to_string(free_pages) + " free of " + std::to_string(page_kb) + " kB)";
   const std::string why = !mounted ? "no hugetlbfs mounted" : "no huge pages free";
   options.eal_args.push_back("--no-huge");
-  bool sized = false;
-  for (const std::string& arg : options.eal_args) sized = sized || arg == "-m" || arg.rfind("--socket-mem", 0) == 0;
   if (!sized) {
     options.eal_args.push_back("-m");
     options.eal_args.push_back(std::to_string(heap_mb));

@@ -171,4 +171,9 @@ std::string link_text(std::uint16_t port) {
   return text;
 }
 
+bool link_up(std::uint16_t port) noexcept {
+  rte_eth_link link{};
+  return rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
+
 }  // namespace tricolor::dataplane

@@ -66,7 +66,8 @@ Expected<PortFacts> start_port(std::uint16_t port, rte_mempool* pool, const Port
 void stop_port(std::uint16_t port) noexcept;
 
 PortCounters read_port_counters(std::uint16_t port) noexcept;
-// "up 10 Gbps full-duplex", "down".
+// "up 10000 Mbps full-duplex", "down".
 std::string link_text(std::uint16_t port);
+bool link_up(std::uint16_t port) noexcept;
 
 }  // namespace tricolor::dataplane
