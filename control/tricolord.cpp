@@ -134,6 +134,12 @@ int main(int argc, char** argv) {
     fail(control::kExitRuntime, std::string("DPDK's EAL could not start: ") + rte_strerror(rte_errno) +
                                     " (its messages above say why)");
   say(memory + (rte_eal_has_hugepages() ? "" : "; running without huge pages"));
+  // The EAL only logs a --vdev it could not create (rte_eal_init succeeds): a port that was asked for
+  // and is missing stops the daemon here, rather than it running with the ports that remain.
+  for (const control::RequestedPort& asked : control::requested_vdev_ports(o.eal_args))
+    if (!port_exists(asked.name))
+      fail(control::kExitRuntime, "--vdev " + quote(asked.devargs) + ": the EAL could not create port " + asked.name +
+                                      " (its messages above say why)");
 
   // The worker: the first worker lcore. This version runs one.
   const unsigned worker_lcore = rte_get_next_lcore(-1, 1, 0);

@@ -41,6 +41,11 @@ std::string port_name(std::uint16_t port) {
   return name;
 }
 
+bool port_exists(const std::string& name) {
+  std::uint16_t port;
+  return rte_eth_dev_get_port_by_name(name.c_str(), &port) == 0;
+}
+
 int port_socket(std::uint16_t port) { return std::max(rte_eth_dev_socket_id(port), 0); }
 
 std::uint32_t mbufs_needed(std::size_t ports, const PortOptions& options, unsigned lcores) {

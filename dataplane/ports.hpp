@@ -46,6 +46,8 @@ struct PortCounters {
 
 // The ports the EAL probed, in id order.
 std::vector<std::uint16_t> probed_ports();
+// Whether the EAL made a port of this device (a --vdev's name, e.g. net_af_xdp0).
+bool port_exists(const std::string& name);
 std::string port_name(std::uint16_t port);
 int port_socket(std::uint16_t port);  // its NUMA socket, 0 when it does not say
 
