@@ -183,9 +183,9 @@ int main(int argc, char** argv) {
   port_options.tx_descriptors = o.tx_descriptors;
   port_options.mtu = o.mtu;
   port_options.rx_timestamp = !tsc_clock;
-  const std::uint32_t mbufs = o.mbufs != 0 ? o.mbufs : mbufs_needed(ports.size(), port_options, rte_lcore_count());
+  const std::uint32_t mbufs = o.mbufs != 0 ? o.mbufs : mbufs_needed(ports, port_options, rte_lcore_count());
   const int socket = port_socket(ports.front());
-  auto pool = make_mbuf_pool(mbufs, socket);
+  auto pool = make_mbuf_pool(mbufs, socket, ports);
   if (!pool) fail(control::kExitRuntime, pool.error().message + " (--mbufs sets the size)");
 
   ForwarderOptions forwarder_options;
