@@ -184,6 +184,19 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   return result;
 }
 
+std::vector<RequestedPort> requested_vdev_ports(const std::vector<std::string>& eal_args) {
+  std::vector<RequestedPort> ports;
+  for (std::size_t i = 1; i < eal_args.size(); ++i) {
+    std::string devargs;
+    if (eal_args[i] == "--vdev" && i + 1 < eal_args.size()) devargs = eal_args[++i];
+    else if (eal_args[i].rfind("--vdev=", 0) == 0) devargs = eal_args[i].substr(7);
+    else continue;
+    std::string name = devargs.substr(0, devargs.find(','));
+    if (name.rfind("net_", 0) == 0 || name.rfind("eth_", 0) == 0) ports.push_back({devargs, name});
+  }
+  return ports;
+}
+
 std::string choose_memory(DaemonOptions& options, std::uint64_t heap_mb) {
   bool sized = false, no_huge = false;
   for (const std::string& arg : options.eal_args) {
