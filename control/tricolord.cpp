@@ -134,6 +134,12 @@ int main(int argc, char** argv) {
     fail(control::kExitRuntime, std::string("DPDK's EAL could not start: ") + rte_strerror(rte_errno) +
                                     " (its messages above say why)");
   say(memory + (rte_eal_has_hugepages() ? "" : "; running without huge pages"));
+  // The EAL only logs a --vdev it could not create (rte_eal_init succeeds): a port that was asked for
+  // and is missing stops the daemon here, rather than it running with the ports that remain.
+  for (const control::RequestedPort& asked : control::requested_vdev_ports(o.eal_args))
+    if (!port_exists(asked.name))
+      fail(control::kExitRuntime, "--vdev " + quote(asked.devargs) + ": the EAL could not create port " + asked.name +
+                                      " (its messages above say why)");
 
   // The worker: the first worker lcore. This version runs one.
   const unsigned worker_lcore = rte_get_next_lcore(-1, 1, 0);
@@ -177,9 +183,9 @@ int main(int argc, char** argv) {
   port_options.tx_descriptors = o.tx_descriptors;
   port_options.mtu = o.mtu;
   port_options.rx_timestamp = !tsc_clock;
-  const std::uint32_t mbufs = o.mbufs != 0 ? o.mbufs : mbufs_needed(ports.size(), port_options, rte_lcore_count());
+  const std::uint32_t mbufs = o.mbufs != 0 ? o.mbufs : mbufs_needed(ports, port_options, rte_lcore_count());
   const int socket = port_socket(ports.front());
-  auto pool = make_mbuf_pool(mbufs, socket);
+  auto pool = make_mbuf_pool(mbufs, socket, ports);
   if (!pool) fail(control::kExitRuntime, pool.error().message + " (--mbufs sets the size)");
 
   ForwarderOptions forwarder_options;

@@ -130,7 +130,8 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--rx-descriptors", o.rx_descriptors, "N  per RX queue (default 1024)");
   app.add_option("--tx-descriptors", o.tx_descriptors, "N  per TX queue (default 1024)");
   app.add_option("--max-classifier-entries", o.max_classifier_entries,
-                 "N  the policy's limit of classifier entries (default 131072)");
+                 "N  the policy's limit of classifier entries (default 131072)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{UINT32_MAX}));
   try {
     std::vector<std::string> reversed(app_args.rbegin(), app_args.rend());  // CLI11 takes them reversed
     app.parse(reversed);
@@ -183,9 +184,32 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   return result;
 }
 
+std::vector<RequestedPort> requested_vdev_ports(const std::vector<std::string>& eal_args) {
+  std::vector<RequestedPort> ports;
+  for (std::size_t i = 1; i < eal_args.size(); ++i) {
+    std::string devargs;
+    if (eal_args[i] == "--vdev" && i + 1 < eal_args.size()) devargs = eal_args[++i];
+    else if (eal_args[i].rfind("--vdev=", 0) == 0) devargs = eal_args[i].substr(7);
+    else continue;
+    std::string name = devargs.substr(0, devargs.find(','));
+    if (name.rfind("net_", 0) == 0 || name.rfind("eth_", 0) == 0) ports.push_back({devargs, name});
+  }
+  return ports;
+}
+
 std::string choose_memory(DaemonOptions& options, std::uint64_t heap_mb) {
-  for (const std::string& arg : options.eal_args)
-    if (arg == "--no-huge") return "memory: without huge pages (--no-huge, as asked)";
+  bool sized = false, no_huge = false;
+  for (const std::string& arg : options.eal_args) {
+    sized = sized || arg == "-m" || arg.rfind("--socket-mem", 0) == 0;
+    no_huge = no_huge || arg == "--no-huge";
+  }
+  if (no_huge) {
+    if (sized) return "memory: without huge pages (--no-huge, as asked)";
+    // DPDK's own default without huge pages is 64 MB: too little for a pool and key tables.
+    options.eal_args.push_back("-m");
+    options.eal_args.push_back(std::to_string(heap_mb));
+    return "memory: without huge pages (--no-huge, as asked), -m " + std::to_string(heap_mb) + " added";
+  }
   std::uint64_t free_pages = 0, page_kb = 0;
   std::ifstream meminfo("/proc/meminfo");
   for (std::string line; std::getline(meminfo, line);) {
@@ -200,8 +224,6 @@ std::string choose_memory(DaemonOptions& options, std::uint64_t heap_mb) {
     return "memory: huge pages (" + std::to_string(free_pages) + " free of " + std::to_string(page_kb) + " kB)";
   const std::string why = !mounted ? "no hugetlbfs mounted" : "no huge pages free";
   options.eal_args.push_back("--no-huge");
-  bool sized = false;
-  for (const std::string& arg : options.eal_args) sized = sized || arg == "-m" || arg.rfind("--socket-mem", 0) == 0;
   if (!sized) {
     options.eal_args.push_back("-m");
     options.eal_args.push_back(std::to_string(heap_mb));

@@ -43,6 +43,15 @@ struct ParsedCommandLine {
 
 ParsedCommandLine parse_command_line(int argc, char** argv);
 
+// The ports asked for with --vdev (`--vdev DEVARGS` or `--vdev=DEVARGS`), in order: the option as given
+// and the device's name (DEVARGS up to its first comma), for drivers that make ports (net_*, or their
+// eth_* aliases).
+struct RequestedPort {
+  std::string devargs;
+  std::string name;
+};
+std::vector<RequestedPort> requested_vdev_ports(const std::vector<std::string>& eal_args);
+
 // Huge pages: the EAL uses them when hugetlbfs is mounted and pages are free. Otherwise `--no-huge`
 // and `-m` (the heap the mbufs and the engine need) are added, unless the operator chose. Returns a
 // sentence for the operator saying which.

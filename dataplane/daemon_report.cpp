@@ -32,7 +32,7 @@ DaemonSnapshot take_snapshot(const Engine& engine, const Forwarder& forwarder, u
   s.generation = engine.generation();
   const ForwarderCounters& f = forwarder.counters();
   for (std::uint16_t port : ports)
-    s.ports.push_back({port, port_name(port), read_port_counters(port), f.tx_dropped[port].get()});
+    s.ports.push_back({port, port_name(port), read_port_counters(port), f.tx_dropped[port].get(), link_up(port)});
   const Policy& policy = engine.policy();
   for (std::size_t r = 0; r < policy.rules.size(); ++r) {
     RuleSnapshot rule;
@@ -147,7 +147,7 @@ void write_json_line(const DaemonSnapshot& s, const std::string& event, std::ost
     ports.push_back({{"port", p.id},           {"name", p.name},           {"rx_packets", c.rx_packets},
                      {"rx_bytes", c.rx_bytes}, {"tx_packets", c.tx_packets}, {"tx_bytes", c.tx_bytes},
                      {"imissed", c.imissed},   {"rx_errors", c.rx_errors},   {"rx_nombuf", c.rx_nombuf},
-                     {"tx_errors", c.tx_errors}, {"tx_dropped", p.tx_dropped}});
+                     {"tx_errors", c.tx_errors}, {"tx_dropped", p.tx_dropped}, {"link_up", p.link_up}});
   }
   json& rules = doc["rules"] = json::array();
   for (const RuleSnapshot& rule : s.rules) {

@@ -19,6 +19,7 @@ struct PortSnapshot {
   std::string name;
   PortCounters counters;
   std::uint64_t tx_dropped = 0;  // refused by the TX queue after the retries, freed by the worker
+  bool link_up = false;
 };
 
 struct RuleSnapshot {

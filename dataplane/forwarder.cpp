@@ -69,9 +69,14 @@ std::uint16_t Forwarder::poll(const Path& path) noexcept {
 
 void Forwarder::transmit(std::uint16_t port, rte_mbuf** packets, std::uint16_t count) noexcept {
   std::uint16_t sent = rte_eth_tx_burst(port, 0, packets, count);
-  for (unsigned retry = 0; sent < count && retry < kTxRetries; ++retry) {
+  // A port that takes nothing twice in a row is down or stuck: stop waiting for it, so that it does
+  // not slow the other paths by the whole retry budget every burst.
+  unsigned idle_tries = sent == 0 ? 1 : 0;
+  for (unsigned retry = 0; sent < count && retry < kTxRetries && idle_tries < kTxIdleTries; ++retry) {
     rte_delay_us_block(1);
-    sent += rte_eth_tx_burst(port, 0, packets + sent, count - sent);
+    const std::uint16_t more = rte_eth_tx_burst(port, 0, packets + sent, count - sent);
+    sent += more;
+    idle_tries = more == 0 ? idle_tries + 1 : 0;
   }
   if (sent < count) {
     rte_pktmbuf_free_bulk(packets + sent, count - sent);

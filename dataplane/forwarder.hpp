@@ -5,7 +5,7 @@
 //
 // Per burst: one clock read (the TSC, or each packet's RX timestamp), no copy, no allocation, no
 // system call. Dropped packets go back to the pool at once; a TX queue that takes only part of a burst
-// is retried briefly, and what it still refuses is freed and counted per port (tx_dropped), so that no
+// is retried briefly (while it makes progress), and what it still refuses is freed and counted per port (tx_dropped), so that no
 // mbuf is ever held across loops or lost.
 #include <rte_config.h>
 
@@ -47,6 +47,7 @@ class Forwarder {
   // before the rest is freed: long enough for a NIC to free descriptors, short enough that one slow
   // port does not stall the others for long.
   static constexpr unsigned kTxRetries = 16;
+  static constexpr unsigned kTxIdleTries = 2;  // tries in a row that sent nothing: give up on the burst
 
   Forwarder(Worker& worker, std::vector<Path> paths, const ForwarderOptions& options) noexcept
       : worker_(worker), paths_(std::move(paths)), options_(options) {}

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "dataplane/af_xdp_port.hpp"
 #include "dataplane/forwarder.hpp"
 
 namespace tricolor::dataplane {
@@ -26,6 +27,12 @@ Error port_error(std::uint16_t port, const std::string& what, int rc) {
 // Virtual ports that build mbuf chains for large frames on their own, without the scatter offload.
 bool chains_without_scatter(const std::string& driver) { return driver == "net_pcap" || driver == "net_memif"; }
 
+std::string driver_of(std::uint16_t port) {
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(port, &info) != 0 || info.driver_name == nullptr) return "?";
+  return info.driver_name;
+}
+
 }  // namespace
 
 std::vector<std::uint16_t> probed_ports() {
@@ -41,12 +48,25 @@ std::string port_name(std::uint16_t port) {
   return name;
 }
 
+bool port_exists(const std::string& name) {
+  std::uint16_t port;
+  return rte_eth_dev_get_port_by_name(name.c_str(), &port) == 0;
+}
+
 int port_socket(std::uint16_t port) { return std::max(rte_eth_dev_socket_id(port), 0); }
 
-std::uint32_t mbufs_needed(std::size_t ports, const PortOptions& options, unsigned lcores) {
-  const std::uint64_t rings = ports * (std::uint64_t{options.rx_descriptors} + options.tx_descriptors);
+std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptions& options, unsigned lcores) {
+  std::uint64_t rings = 0;
+  for (std::uint16_t port : ports) {
+    std::uint64_t rx = options.rx_descriptors, tx = options.tx_descriptors;
+    if (driver_of(port) == af_xdp::kDriver) {  // its fill queue; its TX ring is as long as its RX ring
+      rx = std::max<std::uint64_t>(rx, af_xdp::kFillQueueMbufs);
+      tx = std::max<std::uint64_t>(tx, options.rx_descriptors);
+    }
+    rings += rx + tx;
+  }
   // In flight: a worker's receive burst per path and its transmit copy; the caches can hold the rest.
-  const std::uint64_t in_flight = 2 * ports * Forwarder::kBurst;
+  const std::uint64_t in_flight = 2 * ports.size() * Forwarder::kBurst;
   const std::uint64_t caches = std::uint64_t{lcores} * kMbufCache * 3 / 2;  // a cache can exceed its size by half
   const std::uint64_t total = rings + in_flight + caches;
   // A power of two minus one is rte_mempool's most efficient size.
@@ -55,13 +75,18 @@ std::uint32_t mbufs_needed(std::size_t ports, const PortOptions& options, unsign
   return static_cast<std::uint32_t>(std::min<std::uint64_t>(size - 1, UINT32_MAX));
 }
 
-Expected<Mempool> make_mbuf_pool(std::uint32_t mbufs, int socket) {
+Expected<Mempool> make_mbuf_pool(std::uint32_t mbufs, int socket, std::span<const std::uint16_t> ports) {
   static std::atomic<unsigned> pools{0};
   const std::string name = "tricolor_mbufs" + std::to_string(pools++);
-  rte_mempool* pool = rte_pktmbuf_pool_create(name.c_str(), mbufs, kMbufCache, 0, RTE_MBUF_DEFAULT_BUF_SIZE, socket);
+  const bool af_xdp_ports =
+      std::any_of(ports.begin(), ports.end(), [](std::uint16_t port) { return driver_of(port) == af_xdp::kDriver; });
+  rte_mempool* pool =
+      af_xdp_ports ? af_xdp::make_pool(name, mbufs, kMbufCache, socket)
+                   : rte_pktmbuf_pool_create(name.c_str(), mbufs, kMbufCache, 0, RTE_MBUF_DEFAULT_BUF_SIZE, socket);
+  const std::uint64_t mbuf_bytes = af_xdp_ports ? af_xdp::pool_bytes_per_mbuf() : RTE_MBUF_DEFAULT_BUF_SIZE + 128;
   if (pool == nullptr)
     return Error{"memory", "cannot create a pool of " + std::to_string(mbufs) + " mbufs (" +
-                               std::to_string(std::uint64_t{mbufs} * (RTE_MBUF_DEFAULT_BUF_SIZE + 128) >> 20) +
+                               std::to_string(std::uint64_t{mbufs} * mbuf_bytes >> 20) +
                                " MiB) on socket " + std::to_string(socket) + ": " + rte_strerror(rte_errno)};
   return Mempool(pool);
 }
@@ -75,10 +100,17 @@ Expected<PortFacts> start_port(std::uint16_t port, rte_mempool* pool, const Port
   if (const int rc = rte_eth_dev_info_get(port, &info); rc != 0) return port_error(port, "cannot read its capabilities", rc);
   facts.driver = info.driver_name != nullptr ? info.driver_name : "?";
   facts.socket = port_socket(port);
+  const bool af_xdp_port = facts.driver == af_xdp::kDriver;
+  const auto interface = af_xdp_port ? af_xdp::interface_of(info.if_index) : std::nullopt;
+  if (af_xdp_port)  // before its interface is touched
+    if (auto refused = af_xdp::check_pool(*pool, "port " + std::to_string(port) + " (" + facts.name + ")"))
+      return *refused;
 
   rte_eth_conf conf{};
-  // Frames up to the MTU: in one mbuf when they fit, else in chains if the port can scatter.
-  const std::uint32_t data_room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM;
+  // Frames up to the MTU: in one mbuf when they fit, else in chains if the port can scatter. AF_XDP's
+  // kernel keeps the start of each mbuf's room for itself.
+  const std::uint32_t data_room =
+      rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM - (af_xdp_port ? af_xdp::kKernelHeadroom : 0);
   // ethdev's own rule for the bytes a frame adds to its MTU: what the port says, or Ethernet + CRC.
   const std::uint32_t port_overhead = info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu
                                           ? info.max_rx_pktlen - info.max_mtu
@@ -114,8 +146,11 @@ Expected<PortFacts> start_port(std::uint16_t port, rte_mempool* pool, const Port
   }
 
   if (const int rc = rte_eth_dev_configure(port, 1, 1, &conf); rc != 0) return port_error(port, "cannot configure it", rc);
-  auto close_on_error = [port](Error e) {
-    rte_eth_dev_close(port);
+  // Closing a net_af_xdp port detaches whatever XDP program its interface has: before its RX queue
+  // (which attaches ours) is set up, that program may be another process's.
+  bool may_close = !af_xdp_port;
+  auto close_on_error = [port, &may_close](Error e) {
+    if (may_close) rte_eth_dev_close(port);
     return e;
   };
   std::uint16_t rx_desc = options.rx_descriptors, tx_desc = options.tx_descriptors;
@@ -123,8 +158,12 @@ Expected<PortFacts> start_port(std::uint16_t port, rte_mempool* pool, const Port
     return close_on_error(port_error(port, "cannot size its queues", rc));
   rte_eth_rxconf rxconf = info.default_rxconf;
   rxconf.offloads = conf.rxmode.offloads;
-  if (const int rc = rte_eth_rx_queue_setup(port, 0, rx_desc, facts.socket, &rxconf, pool); rc != 0)
-    return close_on_error(port_error(port, "cannot set up its RX queue", rc));
+  if (const int rc = rte_eth_rx_queue_setup(port, 0, rx_desc, facts.socket, &rxconf, pool); rc != 0) {
+    Error error = port_error(port, "cannot set up its RX queue", rc);
+    if (af_xdp_port) error.message += af_xdp::setup_hint(interface, *pool);
+    return close_on_error(error);
+  }
+  may_close = true;
   rte_eth_txconf txconf = info.default_txconf;
   txconf.offloads = conf.txmode.offloads;
   if (const int rc = rte_eth_tx_queue_setup(port, 0, tx_desc, facts.socket, &txconf); rc != 0)
@@ -136,6 +175,8 @@ Expected<PortFacts> start_port(std::uint16_t port, rte_mempool* pool, const Port
   if (!facts.promiscuous) facts.notes.push_back("promiscuous mode not available");
   facts.allmulticast = rte_eth_allmulticast_enable(port) == 0 && rte_eth_allmulticast_get(port) == 1;
   if (!facts.allmulticast) facts.notes.push_back("all-multicast mode not available");
+  if (interface)
+    for (std::string& note : af_xdp::notes(*interface, facts.mtu, data_room)) facts.notes.push_back(std::move(note));
   rte_eth_stats_reset(port);
   return facts;
 }
@@ -169,6 +210,11 @@ std::string link_text(std::uint16_t port) {
     text += " " + std::to_string(link.link_speed) + " Mbps";
   text += link.link_duplex == RTE_ETH_LINK_FULL_DUPLEX ? " full-duplex" : " half-duplex";
   return text;
+}
+
+bool link_up(std::uint16_t port) noexcept {
+  rte_eth_link link{};
+  return rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
 }
 
 }  // namespace tricolor::dataplane

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,27 +47,33 @@ struct PortCounters {
 
 // The ports the EAL probed, in id order.
 std::vector<std::uint16_t> probed_ports();
+// Whether the EAL made a port of this device (a --vdev's name, e.g. net_af_xdp0).
+bool port_exists(const std::string& name);
 std::string port_name(std::uint16_t port);
 int port_socket(std::uint16_t port);  // its NUMA socket, 0 when it does not say
 
-// The mbuf pool for `ports` ports, each with one RX and one TX queue of the given sizes, plus what a
-// worker holds in flight (bursts) and the pool's per-lcore caches.
-std::uint32_t mbufs_needed(std::size_t ports, const PortOptions& options, unsigned lcores);
+// The mbuf pool for `ports`, each with one RX and one TX queue of the given sizes (or what its driver
+// holds instead: net_af_xdp's fill queue), plus what a worker holds in flight (bursts) and the pool's
+// per-lcore caches.
+std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptions& options, unsigned lcores);
 
 struct MempoolDeleter {
   void operator()(rte_mempool* pool) const noexcept { rte_mempool_free(pool); }
 };
 using Mempool = std::unique_ptr<rte_mempool, MempoolDeleter>;
-// Buffers of the default size (2 KiB of data), on `socket`.
-Expected<Mempool> make_mbuf_pool(std::uint32_t mbufs, int socket);
+// Buffers of the default size (2 KiB of data), on `socket`; of one page each when one of `ports` is
+// net_af_xdp (dataplane/af_xdp_port.hpp says why).
+Expected<Mempool> make_mbuf_pool(std::uint32_t mbufs, int socket, std::span<const std::uint16_t> ports);
 
-// Configures and starts `port` on `pool`. Nothing is left half set up on error: the port is closed.
+// Configures and starts `port` on `pool`. Nothing is left half set up on error: the port is closed
+// (a net_af_xdp port only once its own XDP program is attached: closing it detaches any).
 Expected<PortFacts> start_port(std::uint16_t port, rte_mempool* pool, const PortOptions& options);
 // Stops the port (what its queues still hold goes back to the pool) and closes it.
 void stop_port(std::uint16_t port) noexcept;
 
 PortCounters read_port_counters(std::uint16_t port) noexcept;
-// "up 10 Gbps full-duplex", "down".
+// "up 10000 Mbps full-duplex", "down".
 std::string link_text(std::uint16_t port);
+bool link_up(std::uint16_t port) noexcept;
 
 }  // namespace tricolor::dataplane

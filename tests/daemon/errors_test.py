@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""tricolord's error paths: each gives its message and exit status (1 the command line, 2 the policy,
+3 the EAL, a port or memory), within a time limit (no hang), and a refused policy touches no port.
+
+Run by meson: errors_test.py BUILD_ROOT.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+tricolord = os.path.join(sys.argv[1], "control", "tricolord")
+GOOD_POLICY = "profile add p 1r2c cir 1mbit cbs 10k\nrule add all dst 10.0.0.0/8 profile p\n"
+failures = []
+
+
+def eal(name, *vdevs, lcores="0,1"):
+    args = ["-l", lcores, "--no-huge", "-m", "512", "--no-pci", "--no-telemetry", f"--file-prefix=tricolor-errors-{os.getpid()}-{name}",
+            "--log-level=lib.eal:error"]
+    return args + [f"--vdev={v}" for v in vdevs]
+
+
+def case(name, args, status, *phrases, check=None, absent=()):
+    try:
+        run = subprocess.run([tricolord, *args], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        failures.append(f"{name}: no exit within 30 s")
+        return
+    said = run.stderr + run.stdout
+    problems = []
+    if run.returncode != status:
+        problems.append(f"exit status {run.returncode}, expected {status}")
+    problems += [f"no {p!r} in what it said" for p in phrases if p not in said]
+    problems += [f"{p!r} in what it said" for p in absent if p in said]
+    if check is not None and (problem := check()):
+        problems.append(problem)
+    if problems:
+        failures.append(f"{name}: {'; '.join(problems)}\n--- it said:\n{said}")
+    else:
+        print(f"ok  {name}: exit {run.returncode}")
+
+
+with tempfile.TemporaryDirectory(prefix="tricolord-errors-") as tmp:
+    good = os.path.join(tmp, "good.policy")
+    open(good, "w").write(GOOD_POLICY)
+    bad = os.path.join(tmp, "bad.policy")
+    open(bad, "w").write(GOOD_POLICY + "rule add web dst 10.1.0.0/16 proto tcp dport 80 profile nosuch\n")
+    capture = os.path.join(tmp, "in.pcap")
+    with open(capture, "wb") as f:  # an empty capture: a valid pcap header, no packets
+        f.write(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"))
+    out = os.path.join(tmp, "out.pcap")
+    pcap = f"net_pcap0,rx_pcap={capture},tx_pcap={out}"
+
+    # The command line.
+    case("no options", [], 1, "at least -- --policy FILE")
+    case("daemon options without --", ["--policy", good], 1, "after `--`")
+    case("no --policy", ["--"], 1, "--policy FILE is required")
+    case("unknown option", ["--", "--policy", good, "--bogus"], 1, "--bogus")
+    case("bad --clock", ["--", "--policy", good, "--clock", "wall"], 1, "--clock 'wall': expected tsc or rx-timestamp")
+    case("bad --pair", ["--", "--policy", good, "--pair", "0-1"], 1, "--pair '0-1': expected two different port numbers")
+    case("help", ["--help"], 0, "Usage: tricolord [EAL options] -- --policy FILE", "Exit status:")
+
+    # The policy: refused before the EAL or any port is touched (the output capture is never created).
+    no_port_touched = lambda: "the port was touched: out.pcap exists" if os.path.exists(out) else None  # noqa: E731
+    case("policy file missing", [*eal("missing", pcap), "--", "--policy", os.path.join(tmp, "nosuch.policy")], 2,
+         "nosuch.policy", check=no_port_touched)
+    case("policy line refused", [*eal("bad", pcap), "--", "--policy", bad], 2, "line 3", "nosuch", check=no_port_touched)
+    two_rules = os.path.join(tmp, "two.policy")
+    open(two_rules, "w").write(GOOD_POLICY + "rule add more dst 11.0.0.0/8 profile p\n")
+    # What the engine refuses (the classifier's limit, key memory) needs the EAL, which probes the
+    # ports; no port is configured or started.
+    case("policy over the classifier limit",
+         [*eal("limit", pcap), "--", "--policy", two_rules, "--max-classifier-entries", "1"], 2,
+         "raise the limit with --max-classifier-entries", absent=["tricolord: port 0"])
+    case("a limit of 0 entries", ["--", "--policy", good, "--max-classifier-entries", "0"], 1, "--max-classifier-entries")
+
+    # The EAL, the lcores and the ports.
+    case("unknown device", eal("vdev", "net_bogus0") + ["--", "--policy", good], 3, "EAL could not start")
+    case("no ports", eal("noports") + ["--", "--policy", good], 3, "the EAL found no ports")
+    case("no worker lcore", eal("lcore", pcap, lcores="0") + ["--", "--policy", good], 1, "no worker lcore")
+    case("a port that does not exist", eal("port", pcap) + ["--", "--policy", good, "--pair", "0:5"], 3,
+         "port 5 does not exist; the EAL found 1: 0 net_pcap0")
+    case("a port in two pairs", eal("twice", pcap, "net_null0", "net_null1") + ["--", "--policy", good, "--pair", "0:1", "--pair", "1:2"],
+         1, "a port may be in one pair only")
+    case("rx-timestamp on a port without timestamps", eal("ts", "net_null0") + ["--", "--policy", good, "--clock", "rx-timestamp"],
+         3, "does not timestamp the packets it receives")
+    case("pool too large", eal("pool", "net_null0") + ["--", "--policy", good, "--mbufs", "4000000000"], 3, "cannot create a pool")
+
+if failures:
+    print("\n\n".join(failures))
+    sys.exit(1)
