@@ -30,11 +30,9 @@ Captures, logs (each program's full output) and results.md / results.json go to 
 import argparse
 import dataclasses
 import json
-import math
 import os
 import platform
 import queue
-import re
 import signal
 import subprocess
 import sys
@@ -45,39 +43,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-import make_capture  # noqa: E402  (the capture generator beside this script)
-
-MIB = 1 << 20
-HUGE_PAGE = 2 * MIB
-HUGE_DIR = "/dev/hugepages"
+import make_capture  # noqa: E402  (the modules beside this script)
+from counters import QosMeterParser, Snapshot, TestpmdParser, TricolordParser  # noqa: E402
+from memory import HUGE_DIR, Memory, mbufs_for, memory_mb_for  # noqa: E402
 
 # The cases of issue 9 section 4.
 FRAMES = ["64", "imix"]
 FLOWS = [1, 4096, 65536, 1048576]
 PROGRAMS = ["testpmd", "qos_meter", "tricolord-aggregate", "tricolord-5tuple"]
 
-# Pool sizing: the preloaded capture, plus what is in flight (bursts, per-lcore mempool caches of up
-# to 512, descriptors) with room to spare; rx_nombuf is checked after every run.
-MBUFS_IN_FLIGHT = 16384
-MBUF_BYTES = 2432            # 2176-byte buffer (2048 data + 128 headroom) + rte_mbuf + mempool header
-MBUF_BYTES_NO_HUGE = 4096    # without huge pages a mempool object may not cross a 4 KiB page: one a page
-EAL_BASE_MB = 512            # the EAL, rings (infinite_rx's ring holds 2 x packets pointers), tables
-KEY_ENTRY_BYTES = 256        # tricolord per-5-tuple: 128-byte entries, index and chunks, with slack
-KEY_INDEX_MB = 64            # the default capacity 1m: 16.1 MiB of key index (tricolor-replay says so), with room
-
 STARTUP_LIMIT_S = 120        # EAL, pool, preloading 1 Mi packets: a few seconds; this is a hang
 STOP_LIMIT_S = 15            # after SIGINT, before the outer timeout kills
-
-
-@dataclasses.dataclass
-class Snapshot:
-    t: float          # seconds, on the program's own clock
-    rx: int           # packets port 0 received (= processed)
-    tx: int           # packets port 1 sent (= forwarded)
-    rx_nombuf: int = 0
-    fallback: int = 0     # tricolord: packets whose new key found no room (rules' keys.table_full)
-    wall: float = 0.0     # when the script read it (time.monotonic), and the worker thread's
-    cpu_ns: int = 0       # time on a CPU then (/proc/PID/task/TID/schedstat)
 
 
 @dataclasses.dataclass
@@ -97,198 +73,6 @@ class Run:
     error: str = ""
     log: str = ""
     load: tuple = ()
-
-
-# ----------------------------------------------------------------------------------------------------
-# Output parsers: each turns the program's periodic counters into Snapshots.
-
-class TricolordParser:
-    """--json --stats-interval 1: one JSON object per line; "stats" and "final" events."""
-
-    def __init__(self):
-        self.final = None
-
-    def feed(self, line):
-        line = line.strip()
-        if not line.startswith("{"):
-            return None
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            return None
-        if event.get("event") not in ("stats", "final"):
-            return None
-        ports = {p["port"]: p for p in event.get("ports", [])}
-        if 0 not in ports or 1 not in ports:
-            return None
-        if event["event"] == "final":
-            self.final = event
-            return None
-        fallback = sum(int(rule.get("keys", {}).get("table_full", 0)) for rule in event.get("rules", []))
-        return Snapshot(float(event["elapsed_s"]), int(ports[0]["rx_packets"]), int(ports[1]["tx_packets"]),
-                        int(ports[0].get("rx_nombuf", 0)), fallback)
-
-
-class QosMeterParser:
-    """Our patch's lines: "stats elapsed_s=F rx_packets=N ... tx_packets=N ..." once a second."""
-
-    LINE = re.compile(r"^(stats|final) (.*)$")
-
-    def __init__(self):
-        self.final = None
-
-    def feed(self, line):
-        m = self.LINE.match(line.strip())
-        if not m:
-            return None
-        fields = dict(kv.split("=", 1) for kv in m.group(2).split())
-        snap = Snapshot(float(fields["elapsed_s"]), int(fields["rx_packets"]), int(fields["tx_packets"]),
-                        int(fields["rx_nombuf"]))
-        if m.group(1) == "final":
-            self.final = snap
-            return None
-        return snap
-
-
-class TestpmdParser:
-    """--stats-period 1: a "NIC statistics for port N" block per port, with cumulative RX-packets and
-    TX-packets and the interval's Rx-pps, which testpmd computes from its own clock
-    (clock_gettime between two displays). The interval's length is therefore packets / Rx-pps: the
-    time axis is rebuilt from testpmd's own measurements, not from when the lines reach us."""
-
-    def __init__(self):
-        self.port = None
-        self.values = {}
-        self.prev_rx = None
-        self.t = 0.0
-        self.final = None
-
-    def feed(self, line):
-        m = re.search(r"NIC statistics for port (\d+)", line)
-        if m:
-            self.port = int(m.group(1))
-            return None
-        if self.port is None:
-            return None
-        for key, pattern in (("rx", r"RX-packets:\s+(\d+)"), ("nombuf", r"RX-nombuf:\s+(\d+)"),
-                             ("tx", r"TX-packets:\s+(\d+)"), ("rx_pps", r"Rx-pps:\s+(\d+)")):
-            m = re.search(pattern, line)
-            if m:
-                self.values[(self.port, key)] = int(m.group(1))
-        if self.port == 1 and re.search(r"Tx-pps:", line):
-            return self._snapshot()
-        return None
-
-    def _snapshot(self):
-        rx, pps = self.values.get((0, "rx")), self.values.get((0, "rx_pps"))
-        tx, nombuf = self.values.get((1, "tx")), self.values.get((0, "nombuf"), 0)
-        self.port = None
-        if rx is None or tx is None or pps is None:
-            return None
-        if self.prev_rx is not None:
-            if pps == 0:
-                if rx != self.prev_rx:
-                    return None  # packets but no rate: no clock for this interval; skip it
-            else:
-                self.t += (rx - self.prev_rx) / pps
-        self.prev_rx = rx
-        return Snapshot(self.t, rx, tx, nombuf)
-
-
-# ----------------------------------------------------------------------------------------------------
-# Memory: huge pages when they can be had, else --no-huge, the same for every program of the run.
-
-class Memory:
-    def __init__(self, mode, need_mb):
-        self.mode = mode
-        self.need_mb = need_mb
-        self.huge = False
-        self.restore_pages = None
-        self.mounted = False
-        self.why = ""
-
-    def __enter__(self):
-        if self.mode == "no-huge":
-            self.why = "--memory no-huge"
-        else:
-            self.huge, self.why = self._reserve()
-            if not self.huge and self.mode == "huge":
-                self.__exit__(None, None, None)
-                sys.exit(f"run_bench: huge pages asked for but not available: {self.why}")
-        return self
-
-    def _reserve(self):
-        pages = math.ceil(self.need_mb * MIB / HUGE_PAGE)
-        if not self._hugetlbfs_mounted():
-            if os.geteuid() != 0:
-                return False, f"no hugetlbfs at {HUGE_DIR} and not root"
-            os.makedirs(HUGE_DIR, exist_ok=True)
-            result = subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", HUGE_DIR],
-                                    capture_output=True, text=True)
-            if result.returncode != 0:
-                return False, f"mount hugetlbfs {HUGE_DIR}: {result.stderr.strip()}"
-            self.mounted = True
-        total, free = self._pages()
-        if free < pages:
-            try:
-                with open("/proc/sys/vm/nr_hugepages", "w") as f:
-                    f.write(str(total + pages - free))
-                self.restore_pages = total
-            except OSError as e:
-                return False, f"cannot raise /proc/sys/vm/nr_hugepages: {e}"
-            total, free = self._pages()
-        if free < pages:
-            return False, (f"{free} free 2 MiB huge pages after asking for {pages} "
-                           f"({self.need_mb} MB; memory too fragmented?)")
-        return True, f"{pages} huge pages of 2 MiB ({free} free of {total})"
-
-    @staticmethod
-    def _hugetlbfs_mounted():
-        with open("/proc/mounts") as f:
-            return any(line.split()[1] == HUGE_DIR and line.split()[2] == "hugetlbfs" for line in f)
-
-    @staticmethod
-    def _pages():
-        info = {}
-        with open("/proc/meminfo") as f:
-            for line in f:
-                key, value = line.split(":", 1)
-                info[key] = int(value.split()[0])
-        return info["HugePages_Total"], info["HugePages_Free"]
-
-    def eal_args(self, packets, flows):
-        if self.huge:
-            return ["--huge-dir", HUGE_DIR]
-        return ["--no-huge", "-m", str(memory_mb_for(packets, flows, huge=False))]
-
-    def describe(self):
-        if self.huge:
-            return f"huge pages: {self.why}, hugetlbfs at {HUGE_DIR}"
-        return f"--no-huge -m MB (4 KiB pages): {self.why}"
-
-    def __exit__(self, *exc):
-        if self.restore_pages is not None:
-            try:
-                with open("/proc/sys/vm/nr_hugepages", "w") as f:
-                    f.write(str(self.restore_pages))
-            except OSError as e:
-                print(f"run_bench: could not give back the huge pages: {e}", file=sys.stderr)
-            self.restore_pages = None
-        if self.mounted:
-            subprocess.run(["umount", HUGE_DIR], capture_output=True)
-            self.mounted = False
-        return False
-
-
-def mbufs_for(packets):
-    return packets + MBUFS_IN_FLIGHT
-
-
-def memory_mb_for(packets, flows, huge=True):
-    """One figure for every program of a case: the pool, the EAL, tricolord's per-5-tuple keys."""
-    pool = mbufs_for(packets) * (MBUF_BYTES if huge else MBUF_BYTES_NO_HUGE)
-    keys = flows * KEY_ENTRY_BYTES + KEY_INDEX_MB * MIB
-    return math.ceil((pool + keys) / MIB) + EAL_BASE_MB
 
 
 # ----------------------------------------------------------------------------------------------------
