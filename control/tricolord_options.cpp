@@ -221,7 +221,7 @@ std::string choose_memory(DaemonOptions& options, std::uint64_t heap_mb) {
   for (std::string line; std::getline(mounts, line);)
     if (line.find(" hugetlbfs ") != std::string::npos) mounted = true;
   if (free_pages > 0 && mounted)
-    return "memory: huge pages (" + std::to_string(free_pages) + " free of " + std::to_string(page_kb) + " kB)";
+    return "memory: huge pages (" + std::to_string(free_pages) + " free pages of " + std::to_string(page_kb) + " kB)";
   const std::string why = !mounted ? "no hugetlbfs mounted" : "no huge pages free";
   options.eal_args.push_back("--no-huge");
   if (!sized) {
