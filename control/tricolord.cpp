@@ -101,12 +101,8 @@ std::vector<Path> choose_paths(const DaemonOptions& o, const std::vector<std::ui
   return paths;
 }
 
-struct WorkerLaunch {
-  Forwarder* forwarder;
-};
-
-int worker_main(void* arg) {
-  static_cast<WorkerLaunch*>(arg)->forwarder->run(g_worker_stop);
+int worker_main(void* forwarder) {
+  static_cast<Forwarder*>(forwarder)->run(g_worker_stop);
   return 0;
 }
 
@@ -230,9 +226,8 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   Forwarder forwarder((*engine)->worker(0), paths, forwarder_options);
-  WorkerLaunch launch{&forwarder};
   const auto started_at = std::chrono::steady_clock::now();
-  if (const int rc = rte_eal_remote_launch(worker_main, &launch, worker_lcore); rc != 0) {
+  if (const int rc = rte_eal_remote_launch(worker_main, &forwarder, worker_lcore); rc != 0) {
     stop_ports();
     fail(control::kExitRuntime, "cannot start the worker on lcore " + std::to_string(worker_lcore) + ": " +
                                     rte_strerror(-rc));

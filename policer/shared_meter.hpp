@@ -89,14 +89,7 @@ class alignas(64) SharedMeter {
     assert(times.size() >= lengths.size() && colors.size() >= lengths.size());
     assert(in.empty() || in.size() >= lengths.size());
     exclusive([&](Meter& m) {
-      with_algorithm(m.profile().algorithm(), [&](auto algo) {
-        using Algo = decltype(algo);
-        for (std::size_t i = 0; i < lengths.size(); ++i) {
-          Algo::advance(m.state(), m.profile(), times[i]);
-          const std::uint64_t cost = m.profile().cost(lengths[i]);
-          colors[i] = in.empty() ? Algo::decide_blind(m.state(), cost) : Algo::decide_aware(m.state(), cost, in[i]);
-        }
-      });
+      color_burst(m, times, lengths, in, colors);
       on_commit(m.state());
     });
   }
@@ -112,14 +105,7 @@ class alignas(64) SharedMeter {
     assert(in.empty() || in.size() >= lengths.size());
     exclusive([&](Meter& m) {
       catch_up(m, generation_);
-      with_algorithm(m.profile().algorithm(), [&](auto algo) {
-        using Algo = decltype(algo);
-        for (std::size_t i = 0; i < lengths.size(); ++i) {
-          Algo::advance(m.state(), m.profile(), times[i]);
-          const std::uint64_t cost = m.profile().cost(lengths[i]);
-          colors[i] = in.empty() ? Algo::decide_blind(m.state(), cost) : Algo::decide_aware(m.state(), cost, in[i]);
-        }
-      });
+      color_burst(m, times, lengths, in, colors);
     });
   }
 
@@ -138,6 +124,18 @@ class alignas(64) SharedMeter {
   }
 
  private:
+  // Colors a burst with the meter's profile, in order (inside the critical section).
+  static void color_burst(Meter& m, std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
+                          std::span<const Color> in, std::span<Color> colors) noexcept {
+    with_algorithm(m.profile().algorithm(), [&](auto algo) {
+      using Algo = decltype(algo);
+      for (std::size_t i = 0; i < lengths.size(); ++i) {
+        Algo::advance(m.state(), m.profile(), times[i]);
+        const std::uint64_t cost = m.profile().cost(lengths[i]);
+        colors[i] = in.empty() ? Algo::decide_blind(m.state(), cost) : Algo::decide_aware(m.state(), cost, in[i]);
+      }
+    });
+  }
   template <class Fn>
   void exclusive(Fn&& fn) noexcept {
     lock_.lock();
