@@ -137,12 +137,12 @@ Expected<PortFacts> start_port(std::uint16_t port, rte_mempool* pool, const Port
   if (options.rx_timestamp) {
     // DPDK 22.11's net_pcap stamps every packet it reads from a file (microseconds) without announcing
     // the offload; other ports must announce it.
-    const bool pcap_reader = facts.driver == "net_pcap";
-    if ((info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_TIMESTAMP) == 0 && !pcap_reader)
+    const bool announced = (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_TIMESTAMP) != 0;
+    if (!announced && facts.driver != "net_pcap")
       return Error{"port", "port " + std::to_string(port) + " (" + facts.name + ", " + facts.driver +
                                ") does not timestamp the packets it receives: --clock rx-timestamp needs a port that "
                                "does (net_pcap reading a file does)"};
-    if ((info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_TIMESTAMP) != 0) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_TIMESTAMP;
+    if (announced) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_TIMESTAMP;
   }
 
   if (const int rc = rte_eth_dev_configure(port, 1, 1, &conf); rc != 0) return port_error(port, "cannot configure it", rc);

@@ -23,7 +23,7 @@ using Outcome4 = Table4::Outcome;
 using test_keys::key_of;
 using test_keys::pages_not_resident;
 
-constexpr std::size_t kChunkBytes = 4096 * 128;
+constexpr std::size_t kChunkBytes = key_table_detail::kChunkEntries * sizeof(Table4::Entry);
 
 // Bytes allocated from DPDK's heaps, all sockets.
 std::size_t dpdk_heap_bytes() {
