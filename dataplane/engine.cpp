@@ -94,6 +94,21 @@ std::shared_ptr<const ProfileHistory> changed(const std::shared_ptr<const Profil
 
 }  // namespace
 
+// Per-key rules with several workers: each key on one worker (by the ports' RSS hash if it is a
+// function of the key, else by handoff), or, as a test switch, wherever it arrives.
+Placement Engine::placement_of(const PerKey& key, unsigned workers) const noexcept {
+  if (key.kind == KeyKind::none) return Placement::shared;
+  if (workers == 1 || placement_ == PlacementMode::none) return Placement::local;
+  return steerable(key, steering_) ? Placement::steered : Placement::by_key_hash;
+}
+
+// A rule's capacity is split across the workers that own its keys (rounded up); each worker's table
+// that fills is reported on its own.
+std::uint32_t Engine::worker_capacity_of(std::uint32_t capacity, Placement placement, unsigned workers) noexcept {
+  if (placement != Placement::by_key_hash && placement != Placement::steered) return capacity;
+  return static_cast<std::uint32_t>((std::uint64_t{capacity} + workers - 1) / workers);
+}
+
 Expected<std::unique_ptr<Engine>> Engine::create(const Policy& policy, policer::TickRate tick_rate,
                                                  const EngineOptions& options) {
   if (options.workers == 0) return Error{"workers", "an engine needs at least one worker"};
@@ -105,7 +120,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Policy& policy, policer::
 }
 
 Engine::Engine(policer::TickRate tick_rate, std::unique_ptr<Rcu> rcu, const EngineOptions& options)
-    : tick_rate_(tick_rate), rcu_(std::move(rcu)) {
+    : tick_rate_(tick_rate),
+      placement_(options.placement),
+      steering_(options.steering),
+      owners_(options.workers),
+      rcu_(std::move(rcu)) {
   workers_.reserve(options.workers);
   memory_.reserve(options.workers);
   for (unsigned w = 0; w < options.workers; ++w) {
@@ -178,6 +197,7 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
   auto set = std::make_unique<RuleSet>();
   set->generation = generation;
   set->workers = workers;
+  set->owners = &owners_;
   set->default_action = policy.default_action;
   set->policy = std::make_shared<const Policy>(policy);
   // The classifier: the current one while no rule's match or place changed (a change of rates does
@@ -240,12 +260,13 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
 
     // Key tables: kept while the key definition, capacity and timeout stay; otherwise made afresh.
     const bool keyed = rule.per_key.kind != KeyKind::none;
+    const Placement placement = placement_of(rule.per_key, workers);
     const bool keys_kept = !slot.keys.empty() && same_tables(slot.per_key, rule.per_key);
     if (keyed && !keys_kept) {
       rp.new_keys.reserve(workers);
       for (unsigned w = 0; w < workers; ++w) {
-        auto table =
-            KeyedMeters::allocate(rule.per_key.capacity, ticks(rule.per_key.idle_timeout_ns, tick_rate_), *memory_[w]);
+        auto table = KeyedMeters::allocate(worker_capacity_of(rule.per_key.capacity, placement, workers),
+                                           ticks(rule.per_key.idle_timeout_ns, tick_rate_), *memory_[w]);
         if (!table) return key_index_unavailable(rule);
         rp.new_keys.push_back(std::move(table));
       }
@@ -273,6 +294,7 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
       c.input_default = rule.input_default;
     }
     c.per_key = rule.per_key;
+    c.placement = placement;
     c.profile = rp.profile.get();
     c.history = rp.history.get();
     c.profile_generation = rp.history ? rp.history->newest() : 0;
@@ -375,6 +397,22 @@ RuleCounters Engine::counters(std::size_t rule) const noexcept {
   return sum;
 }
 
+RuleCounters Engine::counters(std::size_t rule, unsigned worker) const noexcept {
+  RuleCounters sum;
+  current_->worker_rule(rule, worker).counters->add_to(sum);
+  return sum;
+}
+
+std::uint32_t Engine::worker_capacity(std::size_t rule) const noexcept {
+  const CompiledRule& r = current_->rules[rule];
+  return worker_capacity_of(r.per_key.capacity, r.placement, current_->workers);
+}
+
+std::size_t Engine::live_keys(std::size_t rule, unsigned worker) const noexcept {
+  const KeyedMeters* table = current_->worker_rule(rule, worker).keys;
+  return table != nullptr ? table->size() : 0;
+}
+
 DefaultCounters Engine::default_counters() const noexcept {
   DefaultCounters sum;
   for (const auto& worker : workers_) worker->default_counters().add_to(sum);
@@ -388,9 +426,9 @@ void Engine::each_table(std::size_t rule, Fn&& fn) const {
 }
 
 void Engine::for_each_key(std::size_t rule, const KeyVisitor& fn) const {
-  each_table(rule, [&](const KeyedMeters& table) {
-    table.for_each([&](const MeterKey& key, const policer::State&, const KeyCounters& c) { fn(key, c); });
-  });
+  for (unsigned w = 0; w < current_->workers; ++w)
+    if (const KeyedMeters* table = current_->worker_rule(rule, w).keys)
+      table->for_each([&](const MeterKey& key, const policer::State&, const KeyCounters& c) { fn(key, c, w); });
 }
 
 std::size_t Engine::live_keys(std::size_t rule) const noexcept {

@@ -59,6 +59,10 @@ struct EngineOptions {
   // worker DPDK memory on its socket; empty, or a null entry, means the heap (tricolor-replay, tests).
   // The sources must outlive the engine.
   std::vector<MemorySource*> memory;
+  // With several workers, where per-key rules' keys are metered (placement.hpp), and the address
+  // fields the RX ports hash on when they steer by RSS (the daemon decides it from the ports).
+  PlacementMode placement = PlacementMode::keys_by_hash;
+  Steering steering;
 };
 
 class Engine {
@@ -98,17 +102,22 @@ class Engine {
   // ---- readers (the control thread), of the current set ----
   const Policy& policy() const noexcept { return *current_->policy; }
   std::uint64_t generation() const noexcept { return current_->generation; }
-  // Counters of the current policy's rules, in rule order, summed over the workers.
+  // Counters of the current policy's rules, in rule order, summed over the workers; or one worker's.
   RuleCounters counters(std::size_t rule) const noexcept;
+  RuleCounters counters(std::size_t rule, unsigned worker) const noexcept;
+  // Where the rule's meters run (placement.hpp), and a per-key rule's capacity on each worker.
+  Placement placement(std::size_t rule) const noexcept { return current_->rules[rule].placement; }
+  std::uint32_t worker_capacity(std::size_t rule) const noexcept;
   DefaultCounters default_counters() const noexcept;
   std::size_t classifier_entries() const noexcept { return current_->classifier->entries(); }
   std::uint64_t classifier_builds() const noexcept { return classifier_builds_; }
 
   // Per-key rules: every live key's counters, as consistent copies (a reader: never blocks metering),
-  // each worker's table in turn.
-  using KeyVisitor = std::function<void(const MeterKey& key, const KeyCounters& counters)>;
+  // each worker's table in turn (the worker that meters the key is given).
+  using KeyVisitor = std::function<void(const MeterKey& key, const KeyCounters& counters, unsigned worker)>;
   void for_each_key(std::size_t rule, const KeyVisitor& fn) const;
   std::size_t live_keys(std::size_t rule) const noexcept;
+  std::size_t live_keys(std::size_t rule, unsigned worker) const noexcept;
   // A per-key rule's key tables (all workers'): their indexes and bookkeeping (fixed from the rule's
   // installation on), their entries (following the live keys), and both. 0 for other rules.
   std::size_t key_index_bytes(std::size_t rule) const noexcept;
@@ -126,11 +135,16 @@ class Engine {
 
   Engine(policer::TickRate tick_rate, std::unique_ptr<Rcu> rcu, const EngineOptions& options);
   Expected<bool> prepare(const Policy& policy, const EngineLimits& limits, Plan& plan) const;
+  Placement placement_of(const PerKey& key, unsigned workers) const noexcept;
+  static std::uint32_t worker_capacity_of(std::uint32_t capacity, Placement placement, unsigned workers) noexcept;
   void commit(Plan& plan) noexcept;
   template <class Fn>
   void each_table(std::size_t rule, Fn&& fn) const;
 
   policer::TickRate tick_rate_;
+  PlacementMode placement_;
+  Steering steering_;
+  KeyOwners owners_;
   std::unique_ptr<Rcu> rcu_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<MemorySource*> memory_;  // per worker

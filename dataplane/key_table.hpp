@@ -145,6 +145,53 @@ inline void secret_words(std::uint64_t* out, std::size_t n) {
     out[i] = (std::uint64_t{device()} << 32) | device();
 }
 
+
+// NH, the universal hash of UMAC and VHASH: the sum over word pairs of (x_i + k_i) * (x_i+1 + k_i+1)
+// as 128-bit products, with k a secret of this hash (getrandom). For two distinct keys the 128-bit
+// sums collide with probability at most 2^-64 over the secret, so keys cannot be chosen offline to
+// collide. The sum is folded (hi ^ lo) and mixed by a 64 x 64 -> 128 multiplication with a secret
+// odd constant (hi ^ lo again), so that every output bit depends on every key bit: a key table takes
+// the slot from the low bits and the tag from the high 32, the workers' placement its owner
+// (placement.hpp). One multiplication per 16 bytes plus one: ~1.5 ns for an IPv4 key, ~2 ns for IPv6.
+// Why not CRC32 with a seed (DPDK's rte_hash_crc): CRC is affine over GF(2), crc(s, x) ^ crc(s, y)
+// = crc(0, x ^ y) for equal lengths, so whether two keys collide does not depend on the seed at all;
+// anyone can compute a colliding flood offline.
+template <std::size_t KeySize>
+class SecretHash {
+ public:
+  using Key = std::array<std::uint8_t, KeySize>;
+
+  SecretHash() {
+    std::uint64_t words[kSecretWords + 1];
+    secret_words(words, kSecretWords + 1);
+    std::copy_n(words, kSecretWords, secret_.begin());
+    multiplier_ = words[kSecretWords] | 1;  // odd: the product's low half is a bijection of the fold
+  }
+
+  std::uint64_t operator()(const Key& key) const noexcept {
+    U128 sum = 0;
+    for (std::size_t i = 0; i < kKeyWords; i += 2) {
+      const std::uint64_t a = load_word(key, i) + secret_[i];
+      const std::uint64_t b = (i + 1 < kKeyWords ? load_word(key, i + 1) : 0) + secret_[i + 1];  // zero pad
+      sum += static_cast<U128>(a) * b;
+    }
+    const std::uint64_t fold = static_cast<std::uint64_t>(sum >> 64) ^ static_cast<std::uint64_t>(sum);
+    const U128 mixed = static_cast<U128>(fold) * multiplier_;
+    return static_cast<std::uint64_t>(mixed >> 64) ^ static_cast<std::uint64_t>(mixed);
+  }
+
+ private:
+  static constexpr std::size_t kKeyWords = KeySize / 8;
+  static constexpr std::size_t kSecretWords = (kKeyWords + 1) & ~std::size_t{1};  // whole pairs
+  static std::uint64_t load_word(const Key& key, std::size_t i) noexcept {
+    std::uint64_t w;
+    std::memcpy(&w, key.data() + 8 * i, sizeof w);
+    return w;
+  }
+  std::uint64_t multiplier_;
+  std::array<std::uint64_t, kSecretWords> secret_;
+};
+
 }  // namespace key_table_detail
 
 template <std::size_t KeySize>  // 16 (IPv4 keys) or 40 (IPv6 keys); a multiple of 8
@@ -237,28 +284,9 @@ class KeyTable {
 
   // ---- owner only ----
 
-  // NH, the universal hash of UMAC and VHASH: the sum over word pairs of (x_i + k_i) * (x_i+1 + k_i+1)
-  // as 128-bit products, with k a secret of this table (getrandom). For two distinct keys the 128-bit
-  // sums collide with probability at most 2^-64 over the secret, so keys cannot be chosen offline to
-  // collide. The sum is folded (hi ^ lo) and mixed by a 64 x 64 -> 128 multiplication with a secret
-  // odd constant (hi ^ lo again), so that every output bit depends on every key bit: the low bits pick
-  // the slot, the high 32 bits are the tag. One multiplication per 16 bytes plus one: ~1.5 ns for an
-  // IPv4 key, ~2 ns for an IPv6 key.
-  // Why not CRC32 with a seed (DPDK's rte_hash_crc): CRC is affine over GF(2), crc(s, x) ^ crc(s, y)
-  // = crc(0, x ^ y) for equal lengths, so whether two keys collide does not depend on the seed at all;
-  // anyone can compute a colliding flood offline.
-  std::uint64_t hash(const Key& key) const noexcept {
-    using key_table_detail::U128;
-    U128 sum = 0;
-    for (std::size_t i = 0; i < kKeyWords; i += 2) {
-      const std::uint64_t a = load_word(key, i) + secret_[i];
-      const std::uint64_t b = (i + 1 < kKeyWords ? load_word(key, i + 1) : 0) + secret_[i + 1];  // zero pad
-      sum += static_cast<U128>(a) * b;
-    }
-    const std::uint64_t fold = static_cast<std::uint64_t>(sum >> 64) ^ static_cast<std::uint64_t>(sum);
-    const U128 mixed = static_cast<U128>(fold) * multiplier_;
-    return static_cast<std::uint64_t>(mixed >> 64) ^ static_cast<std::uint64_t>(mixed);
-  }
+  // The key's hash under this table's own secret (key_table_detail::SecretHash): keys cannot be
+  // chosen offline to collide.
+  std::uint64_t hash(const Key& key) const noexcept { return hash_(key); }
 
   // The index line acquire() reads first (the key's home slot and the rest of its cache line).
   void prefetch(std::uint64_t hash) const noexcept { __builtin_prefetch(slots_ + (hash & mask_), 0, 3); }
@@ -489,17 +517,11 @@ class KeyTable {
         full_block_bytes_(kChunkEntries * sizeof(Entry)),
         tail_block_bytes_(std::size_t{capacity % kChunkEntries} * sizeof(Entry)),
         source_(&source),
-        spare_(std::clamp<std::size_t>(spare_chunks, 1, kMaxSpareChunks)) {
-    std::uint64_t words[kSecretWords + 1];
-    key_table_detail::secret_words(words, kSecretWords + 1);
-    std::copy_n(words, kSecretWords, secret_.begin());
-    multiplier_ = words[kSecretWords] | 1;  // odd: the product's low half is a bijection of the fold
-  }
+        spare_(std::clamp<std::size_t>(spare_chunks, 1, kMaxSpareChunks)) {}
   static constexpr std::size_t kChunkShift = key_table_detail::kChunkShift;
   static constexpr std::size_t kChunkEntries = key_table_detail::kChunkEntries;
   static constexpr std::size_t kWordBits = key_table_detail::kWordBits;
   static constexpr std::size_t kKeyWords = KeySize / 8;
-  static constexpr std::size_t kSecretWords = (kKeyWords + 1) & ~std::size_t{1};  // whole pairs
   static constexpr std::size_t kStateWords = sizeof(policer::State) / 8;
   static constexpr std::size_t kCounterWords = sizeof(KeyCounters) / 8;
 
@@ -822,8 +844,7 @@ class KeyTable {
   std::size_t mask_ = 0;
   Entry** mem_ = nullptr;      // per chunk: its entries (owner's copy; kept while deferred)
   std::uint64_t idle_;
-  std::uint64_t multiplier_;
-  std::array<std::uint64_t, kSecretWords> secret_;
+  key_table_detail::SecretHash<KeySize> hash_;
   // Live keys: written by the owner alone (a relaxed load and store, no read-modify-write: the cost
   // of a plain increment), read by any thread.
   std::atomic<std::size_t> size_{0};

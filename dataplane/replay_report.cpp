@@ -137,7 +137,7 @@ void write_keys(JsonWriter& json, const Engine& engine, std::size_t rule, std::s
   };
   std::vector<Item> items;  // all, or a heap of the best `top` with the worst at the front
   if (all) items.reserve(engine.live_keys(rule));
-  engine.for_each_key(rule, [&](const MeterKey& key, const KeyCounters& counters) {
+  engine.for_each_key(rule, [&](const MeterKey& key, const KeyCounters& counters, unsigned) {
     const Item item{key, counters};
     if (all || items.size() < top) {
       items.push_back(item);

@@ -26,6 +26,7 @@
 #include "dataplane/key_table.hpp"
 #include "dataplane/keys.hpp"
 #include "dataplane/packet.hpp"
+#include "dataplane/placement.hpp"
 #include "dataplane/policy.hpp"
 #include "policer/meter.hpp"
 #include "policer/shared_meter.hpp"
@@ -199,6 +200,8 @@ struct CompiledRule {
   std::array<Color, 64> dscp_map{};
   Color input_default = Color::green;
   PerKey per_key;
+  // Per-key rules: which worker meters a key (placement.hpp); shared for the others.
+  Placement placement = Placement::shared;
   // The profile the rule's meters (aggregate or per key) run on, the set generation it came with, and
   // its recent changes (null: none); the same for the parent meter.
   const policer::Profile* profile = nullptr;
@@ -226,6 +229,7 @@ struct RuleSet {
   std::vector<WorkerRule> worker_rules;          // rules.size() x workers, rule-major
   std::vector<std::uint32_t> keyed;              // the per-key rules, swept in turn
   unsigned workers = 1;
+  const KeyOwners* owners = nullptr;  // the engine's, for rules placed by key hash
   Action default_action;
   // What the rules point at and the set keeps alive.
   std::vector<std::shared_ptr<const policer::Profile>> profiles;

@@ -100,7 +100,7 @@ void Worker::check_shared(policer::SharedMeter& meter, const policer::Profile& p
 }
 
 void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
-                         std::span<const PacketView> burst, std::span<const Parsed> parsed,
+                         std::span<const MeterKey> keys, std::span<const PacketView> burst,
                          std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
                          std::span<const Color> in, std::span<Color> out, std::span<Verdict> verdicts) noexcept {
   const CompiledRule& rule = set.rules[r];
@@ -114,20 +114,19 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
   // (rule_set.hpp); any other key, which is nearly all of them, costs one comparison.
   std::uint64_t changed_at = 0;
   if (rule.history != nullptr) changed_at = seen_.tick_of(rule.history->newest()).value_or(seen_.oldest_tick());
-  // Hash every key and prefetch its index slot; then look each up (creating or renewing its meter) and
-  // prefetch the entry; then meter each packet on its own meter.
-  MeterKey keys[kMaxBurst];
+  // Hash every key (made by process()) and prefetch its index slot; then look each up (creating or
+  // renewing its meter) and prefetch the entry; then meter each packet on its own meter.
   std::uint64_t hashes[kMaxBurst];
   KeyedMeters::Entry* entries[kMaxBurst];
   for (std::size_t k = 0; k < n; ++k) {
-    make_key(rule.per_key, parsed[packets[k]], keys[k]);
-    hashes[k] = table.hash(keys[k]);
+    hashes[k] = table.hash(keys[packets[k]]);
     table.prefetch(hashes[k]);
   }
   std::uint64_t created = 0, renewed = 0;
   for (std::size_t k = 0; k < n; ++k) {
     KeyedMeters::Outcome outcome;
-    entries[k] = table.acquire(keys[k], hashes[k], times[k], policer::full_state(profile, times[k]), outcome);
+    entries[k] =
+        table.acquire(keys[packets[k]], hashes[k], times[k], policer::full_state(profile, times[k]), outcome);
     created += outcome == KeyedMeters::Outcome::created;
     renewed += outcome == KeyedMeters::Outcome::renewed;
     if (entries[k] != nullptr) {  // both lines: the levels in the first, the tick and counters in the second
@@ -190,7 +189,8 @@ void Worker::sweep_keys(const RuleSet& set, std::uint64_t now) noexcept {
   if (table.sweep(now, kSweepBudget) != 0) touched_[touched_count_++] = &table;
 }
 
-const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> verdicts) noexcept {
+const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> verdicts,
+                               std::span<const Handed> handed) noexcept {
   // The newest set, once per burst: it stays ours until our next quiescent point.
   const RuleSet& set = *published_.load(std::memory_order_acquire);
   const std::size_t n = std::min(burst.size(), kMaxBurst);
@@ -211,18 +211,44 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     generation_ = set.generation;
     sweep_cursor_ = 0;
   }
+  // Packets handed over by the workers that received them under this very set keep the rule they
+  // matched there; any other burst is classified.
   std::uint32_t rule[kMaxBurst];
-  set.classifier->classify(burst.first(n), std::span<const Parsed>(parsed, n), std::span<std::uint32_t>(rule, n));
+  const bool placed = !handed.empty() && std::all_of(handed.begin(), handed.begin() + static_cast<std::ptrdiff_t>(n),
+                                                     [&](const Handed& h) { return h.generation == set.generation; });
+  if (placed) {
+    for (std::size_t i = 0; i < n; ++i) rule[i] = handed[i].rule;
+  } else {
+    set.classifier->classify(burst.first(n), std::span<const Parsed>(parsed, n), std::span<std::uint32_t>(rule, n));
+  }
 
-  // Default-action packets now; the rest grouped by rule, in arrival order within a rule.
+  // Default-action packets now; packets whose key another worker owns marked for it (a packet handed
+  // over under this set was placed here by the same rule); the rest grouped by rule, in arrival order
+  // within a rule.
   std::uint8_t order[kMaxBurst];
+  MeterKey keys[kMaxBurst];  // of the packets of per-key rules
   std::size_t metered = 0;
   for (std::size_t i = 0; i < n; ++i) {
     verdicts[i] = Verdict{};
     if (parsed[i].error != ParseError::none) take_default(set, burst[i], parsed[i], DefaultReason::malformed, verdicts[i]);
     else if (parsed[i].l3 == L3::none) take_default(set, burst[i], parsed[i], DefaultReason::non_ip, verdicts[i]);
     else if (rule[i] == kNoRule) take_default(set, burst[i], parsed[i], DefaultReason::no_match, verdicts[i]);
-    else order[metered++] = static_cast<std::uint8_t>(i);
+    else {
+      const CompiledRule& cr = set.rules[rule[i]];
+      if (cr.per_key.kind != KeyKind::none) {
+        make_key(cr.per_key, parsed[i], keys[i]);
+        if (cr.placement == Placement::by_key_hash && !placed) {
+          const unsigned owner = set.owners->owner(keys[i]);
+          if (owner != id_) {
+            verdicts[i].handoff = true;
+            verdicts[i].owner = static_cast<std::uint16_t>(owner);
+            verdicts[i].rule = rule[i];
+            continue;
+          }
+        }
+      }
+      order[metered++] = static_cast<std::uint8_t>(i);
+    }
   }
   std::sort(order, order + metered, [&](std::uint8_t a, std::uint8_t b) {
     return rule[a] != rule[b] ? rule[a] < rule[b] : a < b;
@@ -251,8 +277,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       check_shared(*cr.aggregate, *cr.profile, cr.profile_generation, cr.history, {times, count}, {lengths, count},
                    blind ? std::span<const Color>() : std::span<const Color>(in, count), {out, count});
     } else {
-      meter_keyed(set, r, group, burst.first(n), std::span<const Parsed>(parsed, n), {times, count}, {lengths, count},
-                  {in, count}, {out, count}, verdicts);
+      meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), {times, count}, {lengths, count}, {in, count}, {out, count}, verdicts);
     }
 
     // Hierarchy: the packets the child did not mark red go on to the parent, color-aware with the

@@ -40,6 +40,18 @@ struct Verdict {
   std::uint32_t metered_length = 0;
   bool keyed = false;      // metered by its key's meter (per-key rule)
   bool table_full = false; // a new key that found the rule's key table full: the fallback applied
+  // Its key is owned by another worker (placement.hpp): not metered nor acted on here; the caller
+  // passes it to `owner` with the set's generation and `rule` (Handed).
+  bool handoff = false;
+  std::uint16_t owner = 0;
+};
+
+// What the worker that received a packet passes with it to the key's owner: the rule it matched under
+// the set of that generation, so that the owner, under the same set, needs neither classify it again
+// nor ask who owns it.
+struct Handed {
+  std::uint64_t generation = 0;
+  std::uint32_t rule = kNoRule;
 };
 
 class Worker {
@@ -48,8 +60,11 @@ class Worker {
 
   // Processes up to kMaxBurst packets (remarks are written into the frames) under the newest published
   // rule set, which it returns: the verdicts' rule numbers are its rules'. The set stays valid until
-  // this worker's next quiescent().
-  const RuleSet& process(std::span<PacketView> burst, std::span<Verdict> verdicts) noexcept;
+  // this worker's next quiescent(). Packets of per-key rules whose key another worker owns come back
+  // marked `handoff`, untouched. `handed`: empty for packets this worker received, else one entry per
+  // packet, for packets other workers passed it.
+  const RuleSet& process(std::span<PacketView> burst, std::span<Verdict> verdicts,
+                         std::span<const Handed> handed = {}) noexcept;
 
   // Once per poll loop, between bursts: this worker holds no rule set any more (RCU).
   void quiescent() noexcept;
@@ -72,7 +87,7 @@ class Worker {
  private:
   Color input_color(const CompiledRule& rule, const Parsed& parsed) const noexcept;
   void meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
-                   std::span<const PacketView> burst, std::span<const Parsed> parsed,
+                   std::span<const MeterKey> keys, std::span<const PacketView> burst,
                    std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
                    std::span<const Color> in, std::span<Color> out, std::span<Verdict> verdicts) noexcept;
   void check_shared(policer::SharedMeter& meter, const policer::Profile& profile, std::uint64_t generation,

@@ -1,13 +1,16 @@
 // The engine split by owner, under threads (also run under ThreadSanitizer by ./dev test): two workers
 // process bursts on their own threads while the control thread publishes policy changes (rates, a
 // rule added and deleted, key tables replaced, a parent changed), reads counters and keys, and
-// reclaims retired rule sets. Nothing a worker may be reading is changed or freed under it; every
-// packet is counted once, under its rule's name; and once the workers are offline every retired set
-// is freed.
+// reclaims retired rule sets. Packets whose key the other worker owns are passed to it (through an
+// inbox here; the daemon uses rings) and metered there. Nothing a worker may be reading is changed or
+// freed under it; every packet is counted once, under its rule's name; every key lives in the table
+// of one worker, its owner; and once the workers are offline every retired set is freed.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <map>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +34,13 @@ struct Tally {
   std::map<std::string, std::uint64_t> by_rule;  // packets per rule name, as the worker saw them
   std::uint64_t defaults = 0;
   std::uint64_t bursts = 0;
+  std::uint64_t handed_out = 0, handed_in = 0;
+};
+
+// Packets passed to a worker by the other one: copies of the frames, with what the receiver learned.
+struct Inbox {
+  std::mutex lock;
+  std::vector<std::pair<std::vector<std::uint8_t>, Handed>> packets;
 };
 
 Policy policy_at(int version) {
@@ -61,27 +71,58 @@ TEST(EngineThreads, WorkersMeterWhileTheControlThreadPublishes) {
   constexpr std::uint64_t kBursts = 2000;  // at least, per worker
   std::atomic<bool> stop{false};
   std::vector<Tally> tallies(2);
+  Inbox inboxes[2];
+
+  // One burst through worker w: counted, and what the other worker owns passed to it.
+  auto process = [&](unsigned w, std::vector<std::vector<std::uint8_t>>& frames, std::span<const Handed> handed,
+                     std::uint64_t now) {
+    std::vector<PacketView> views(frames.size());
+    std::vector<Verdict> verdicts(frames.size());
+    for (std::size_t i = 0; i < frames.size(); ++i) views[i] = PacketView{frames[i].data(), 100, 100, now, 0, 0, false};
+    const RuleSet& set = engine.worker(w).process(views, verdicts, handed);
+    Tally& tally = tallies[w];
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      const Verdict& v = verdicts[i];
+      if (v.handoff) {
+        EXPECT_EQ(v.owner, 1 - w);
+        ++tally.handed_out;
+        std::lock_guard hold(inboxes[v.owner].lock);
+        inboxes[v.owner].packets.emplace_back(frames[i], Handed{set.generation, v.rule});
+      } else if (v.rule == kNoRule) {
+        ++tally.defaults;
+      } else {
+        ++tally.by_rule[set.policy->rules[v.rule].name];
+      }
+    }
+    tally.handed_in += handed.size();
+  };
+  // Up to a burst of what the other worker passed to w.
+  auto drain = [&](unsigned w, std::uint64_t now) {
+    std::vector<std::vector<std::uint8_t>> frames;
+    std::vector<Handed> handed;
+    {
+      std::lock_guard hold(inboxes[w].lock);
+      auto& box = inboxes[w].packets;
+      const std::size_t n = std::min<std::size_t>(box.size(), 32);
+      for (std::size_t i = 0; i < n; ++i) frames.push_back(std::move(box[i].first)), handed.push_back(box[i].second);
+      box.erase(box.begin(), box.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    if (!frames.empty()) process(w, frames, handed, now);
+    return frames.size();
+  };
 
   auto work = [&](unsigned w) {
     Worker& worker = engine.worker(w);
-    Tally& tally = tallies[w];
     SplitMix64 rng(w + 1);
     std::vector<std::vector<std::uint8_t>> frames(32);
-    std::vector<PacketView> views(32);
-    std::vector<Verdict> verdicts(32);
     worker.online();
     for (std::uint64_t b = 0; b < kBursts || !stop.load(std::memory_order_acquire); ++b) {
       const std::uint64_t now = b * 20'000;  // 20 us a burst
-      for (std::size_t i = 0; i < frames.size(); ++i) {
+      for (std::size_t i = 0; i < frames.size(); ++i)
         frames[i] = udp4_from(static_cast<std::uint8_t>(rng.below(200)), static_cast<std::uint8_t>(1 + rng.below(4)));
-        views[i] = PacketView{frames[i].data(), 100, 100, now, 0, 0, false};
-      }
-      const RuleSet& set = worker.process(views, verdicts);
-      for (const Verdict& v : verdicts) {
-        if (v.rule == kNoRule) ++tally.defaults;
-        else ++tally.by_rule[set.policy->rules[v.rule].name];
-      }
-      ++tally.bursts;
+      process(w, frames, {}, now);
+      drain(w, now);
+      ++tallies[w].bursts;
       worker.quiescent();
     }
     worker.offline();
@@ -97,7 +138,7 @@ TEST(EngineThreads, WorkersMeterWhileTheControlThreadPublishes) {
       const RuleCounters c = engine.counters(r);
       read_packets += c.packets[0] + c.packets[1] + c.packets[2];
       std::size_t keys = 0;
-      engine.for_each_key(r, [&](const MeterKey&, const KeyCounters&) { ++keys; });
+      engine.for_each_key(r, [&](const MeterKey&, const KeyCounters&, unsigned) { ++keys; });
       read_packets += keys + engine.live_keys(r) + engine.key_memory_bytes(r) / 4096;
     }
     read_packets += engine.default_counters().packets;
@@ -107,6 +148,18 @@ TEST(EngineThreads, WorkersMeterWhileTheControlThreadPublishes) {
   first.join();
   second.join();
   EXPECT_GT(read_packets, 0u);
+  // What was still on its way, metered by its owner (each worker on this thread in turn).
+  // (One handed over under an older set is placed again under the newest, and may be passed on.)
+  for (std::size_t moved = 1; moved != 0;) {
+    moved = 0;
+    for (unsigned w = 0; w < 2; ++w) {
+      engine.worker(w).online();
+      while (const std::size_t n = drain(w, kBursts * 40'000)) moved += n, engine.worker(w).quiescent();
+      engine.worker(w).offline();
+    }
+  }
+  EXPECT_GT(tallies[0].handed_out + tallies[1].handed_out, 0u);
+  EXPECT_EQ(tallies[0].handed_out + tallies[1].handed_out, tallies[0].handed_in + tallies[1].handed_in);
 
   // Every packet counted once, under its rule's name: the rules that lived throughout keep their
   // counters across every change; default-action packets are the workers'.
@@ -120,6 +173,15 @@ TEST(EngineThreads, WorkersMeterWhileTheControlThreadPublishes) {
     EXPECT_EQ(c.packets[0] + c.packets[1] + c.packets[2], tallies[0].by_rule[name] + tallies[1].by_rule[name]) << name;
   }
   EXPECT_EQ(engine.default_counters().packets, tallies[0].defaults + tallies[1].defaults);
+  // Each key in one worker's table only.
+  for (std::size_t r = 0; r < now.rules.size(); ++r) {
+    std::set<MeterKey> seen[2];
+    engine.for_each_key(r, [&](const MeterKey& key, const KeyCounters&, unsigned w) { seen[w].insert(key); });
+    for (const MeterKey& key : seen[0]) EXPECT_FALSE(seen[1].contains(key)) << now.rules[r].name;
+    if (now.rules[r].per_key.kind != KeyKind::none) {
+      EXPECT_EQ(engine.placement(r), Placement::by_key_hash);
+    }
+  }
   EXPECT_GE(tallies[0].bursts, kBursts);
   EXPECT_GE(tallies[1].bursts, kBursts);
 }
