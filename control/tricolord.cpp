@@ -1,11 +1,12 @@
 // tricolord: the poll-mode daemon. It reads the policy (before the EAL or any port is touched), starts
-// DPDK and the ports, runs the engine's worker on a worker lcore (dataplane/forwarder.hpp) and stays
-// on the main lcore as the control side: it keeps the key tables' pools and frees retired rule sets
-// (Engine::maintain), prints counters, and stops at SIGINT, SIGTERM or --duration.
+// DPDK and the ports, runs one of the engine's workers on each worker lcore (dataplane/forwarder.hpp)
+// and stays on the main lcore as the control side: it keeps the key tables' pools and frees retired
+// rule sets (Engine::maintain), prints counters, and stops at SIGINT, SIGTERM or --duration.
 //
 // Order of work, and why: options, then the policy (a bad one costs nothing to refuse), then the EAL,
-// the engine (it needs the EAL's memory), the mbuf pool and the ports; at the end the worker is
-// stopped first, so that every mbuf is back (the pool's in-use count is said), then the ports.
+// the engine (it needs the EAL's memory), the mbuf pool, the ports and the rings between workers; at
+// the end the workers are stopped first, so that every mbuf is back (the pool's in-use count is said),
+// then the ports.
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -13,6 +14,8 @@
 #include <rte_lcore.h>
 #include <rte_log.h>
 #include <rte_mbuf_dyn.h>
+#include <rte_ring.h>
+#include <rte_spinlock.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +24,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -35,6 +39,8 @@
 #include "dataplane/ports.hpp"
 #include "policer/quote.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace {
 
 using namespace tricolor;
@@ -42,7 +48,7 @@ using namespace tricolor::dataplane;
 using control::DaemonOptions;
 
 std::atomic<bool> g_stop_requested{false};  // set by the signal handler
-std::atomic<bool> g_worker_stop{false};     // read by the worker
+StopState g_worker_stop;                    // read by the workers
 
 extern "C" void on_stop_signal(int) { g_stop_requested.store(true, std::memory_order_relaxed); }
 
@@ -106,6 +112,71 @@ int worker_main(void* forwarder) {
   return 0;
 }
 
+std::string lcore_list(const std::vector<unsigned>& lcores) {
+  std::string text;
+  for (unsigned lcore : lcores) text += (text.empty() ? "" : ",") + std::to_string(lcore);
+  return text;
+}
+
+// Every live key of the per-key rules, one JSON object per line, with the worker that meters it.
+void dump_keys(const Engine& engine, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) {
+    say("cannot write the keys to " + quote(path, kQuotePathMaxBytes));
+    return;
+  }
+  const Policy& policy = engine.policy();
+  for (std::size_t r = 0; r < policy.rules.size(); ++r) {
+    const Rule& rule = policy.rules[r];
+    if (rule.per_key.kind == KeyKind::none) continue;
+    engine.for_each_key(r, [&](const MeterKey& key, const KeyCounters& c, unsigned worker) {
+      nlohmann::json line = {{"rule", rule.name}, {"key", key_text(rule.per_key, key)}, {"worker", worker},
+                             {"packets", c.packets}, {"bytes", c.bytes}};
+      out << line.dump() << '\n';
+    });
+  }
+  if (!out) say("the keys could not all be written to " + quote(path, kQuotePathMaxBytes));
+}
+
+struct RingDeleter {
+  void operator()(rte_ring* ring) const noexcept { rte_ring_free(ring); }
+};
+using Ring = std::unique_ptr<rte_ring, RingDeleter>;
+
+// A TX queue several workers share, on a line of its own.
+struct alignas(64) TxLock {
+  rte_spinlock_t lock = RTE_SPINLOCK_INITIALIZER;
+};
+
+// How each rule's meters are placed, and why, for the operator.
+std::string placement_text(const Engine& engine, std::size_t r) {
+  const Rule& rule = engine.policy().rules[r];
+  const unsigned workers = engine.workers();
+  std::string text = "rule " + rule.name + ": ";
+  switch (engine.placement(r)) {
+    case Placement::shared:
+      text += workers == 1 ? "one meter" : "one meter, shared: each worker checks it for the packets it receives "
+                                           "(one critical section per burst)";
+      break;
+    case Placement::by_key_hash:
+      text += "each key metered by one worker, chosen by a hash of the key; a packet received by another worker is "
+              "passed to it (the ports do not hash on the key's fields); capacity " +
+              std::to_string(engine.worker_capacity(r)) + " keys per worker";
+      break;
+    case Placement::steered:
+      text += "each key metered by the worker the ports' RSS hash steers it to (the hash covers only fields of the "
+              "key); capacity " + std::to_string(engine.worker_capacity(r)) + " keys per worker";
+      break;
+    case Placement::local:
+      text += workers == 1 ? "keys metered by the one worker"
+                           : "PLACEMENT OFF (--placement=none, a test switch): each worker meters the keys it "
+                             "receives, so a key may be metered twice";
+      break;
+  }
+  if (rule.parent) text += workers == 1 ? "; parent meter" : "; its parent meter is shared by the workers";
+  return text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -138,12 +209,13 @@ int main(int argc, char** argv) {
       fail(control::kExitRuntime, "--vdev " + quote(asked.devargs) + ": the EAL could not create port " + asked.name +
                                       " (its messages above say why)");
 
-  // The worker: the first worker lcore. This version runs one.
-  const unsigned worker_lcore = rte_get_next_lcore(-1, 1, 0);
-  if (worker_lcore >= RTE_MAX_LCORE)
-    fail(control::kExitUsage, "no worker lcore: give the main lcore and one for the worker, e.g. -l 0,1");
-  if (rte_lcore_count() > 2) say("warning: this version runs one worker, on lcore " + std::to_string(worker_lcore) +
-                                 "; the other worker lcores stay idle");
+  // The workers: every worker lcore.
+  std::vector<unsigned> worker_lcores;
+  for (unsigned lcore = rte_get_next_lcore(-1, 1, 0); lcore < RTE_MAX_LCORE; lcore = rte_get_next_lcore(lcore, 1, 0))
+    worker_lcores.push_back(lcore);
+  if (worker_lcores.empty())
+    fail(control::kExitUsage, "no worker lcore: give the main lcore and one per worker, e.g. -l 0,1");
+  const auto workers = static_cast<unsigned>(worker_lcores.size());
 
   const std::vector<std::uint16_t> probed = probed_ports();
   const std::vector<Path> paths = choose_paths(o, probed);
@@ -157,9 +229,14 @@ int main(int argc, char** argv) {
   auto tick_rate = policer::TickRate::make(tick_hz);
   if (!tick_rate) fail(control::kExitRuntime, "the clock's rate cannot be used: " + tick_rate.error().message);
 
-  DpdkMemory worker_memory(static_cast<int>(rte_lcore_to_socket_id(worker_lcore)));
+  std::vector<std::unique_ptr<DpdkMemory>> worker_memory;
   EngineOptions engine_options;
-  engine_options.memory = {&worker_memory};
+  engine_options.workers = workers;
+  engine_options.placement = o.placement;
+  for (unsigned lcore : worker_lcores) {
+    worker_memory.push_back(std::make_unique<DpdkMemory>(static_cast<int>(rte_lcore_to_socket_id(lcore))));
+    engine_options.memory.push_back(worker_memory.back().get());
+  }
   if (o.max_classifier_entries != 0) engine_options.limits.max_classifier_entries = o.max_classifier_entries;
   auto engine = Engine::create(*policy, *tick_rate, engine_options);
   if (!engine) {
@@ -180,13 +257,22 @@ int main(int argc, char** argv) {
   port_options.tx_descriptors = o.tx_descriptors;
   port_options.mtu = o.mtu;
   port_options.rx_timestamp = !tsc_clock;
-  const std::uint32_t mbufs = o.mbufs != 0 ? o.mbufs : mbufs_needed(ports, port_options, rte_lcore_count());
+  port_options.queues = static_cast<std::uint16_t>(workers);
+  const std::uint64_t handoff_slots = workers > 1 ? std::uint64_t{workers} * (workers - 1) * o.handoff_ring : 0;
+  const std::uint32_t mbufs =
+      o.mbufs != 0 ? o.mbufs : mbufs_needed(ports, port_options, rte_lcore_count(), handoff_slots);
   const int socket = port_socket(ports.front());
   auto pool = make_mbuf_pool(mbufs, socket, ports);
   if (!pool) fail(control::kExitRuntime, pool.error().message + " (--mbufs sets the size)");
 
   ForwarderOptions forwarder_options;
   forwarder_options.clock = o.clock;
+  if (workers > 1) {
+    static const rte_mbuf_dynfield handed_field = {"tricolor_handed", sizeof(Handed), alignof(Handed), 0};
+    forwarder_options.handed_offset = rte_mbuf_dynfield_register(&handed_field);
+    if (forwarder_options.handed_offset < 0)
+      fail(control::kExitRuntime, std::string("cannot register the mbuf field for handoffs: ") + rte_strerror(rte_errno));
+  }
   if (!tsc_clock) {
     if (rte_mbuf_dyn_rx_timestamp_register(&forwarder_options.timestamp.offset, &forwarder_options.timestamp.flag) != 0)
       fail(control::kExitRuntime, std::string("cannot register the mbuf RX timestamp field: ") + rte_strerror(rte_errno));
@@ -196,6 +282,12 @@ int main(int argc, char** argv) {
     for (std::uint16_t port : started) stop_port(port);
     started.clear();
   };
+  // Each worker's share: RX queue q of a port is worker q's; TX queue w of a port is worker w's, or,
+  // on a port with fewer TX queues than workers, shared under a lock.
+  std::vector<ForwarderPlan> plans(workers);
+  std::vector<std::unique_ptr<TxLock[]>> tx_locks;
+  for (const Path& path : paths)
+    for (ForwarderPlan& plan : plans) plan.egress[path.rx_port] = path.tx_port;
   for (std::uint16_t port : ports) {
     auto facts = start_port(port, pool->get(), port_options);
     if (!facts) {
@@ -207,15 +299,51 @@ int main(int argc, char** argv) {
     std::string line = "port " + std::to_string(port) + " " + facts->name + " (" + facts->driver + ", socket " +
                        std::to_string(facts->socket) + "): MTU " + std::to_string(facts->mtu) +
                        (facts->scatter ? ", multi-segment RX" : "") + ", link " + link_text(port);
+    if (workers > 1) {
+      line += "; " + std::to_string(facts->rx_queues) + " RX queue" + (facts->rx_queues > 1 ? "s" : "") +
+              (facts->rss ? " (RSS)" : "") + ", " + std::to_string(facts->tx_queues) + " TX queue" +
+              (facts->tx_queues > 1 ? "s" : "");
+      if (facts->rx_queues < workers)
+        line += "; receives on worker" + std::string(facts->rx_queues > 1 ? "s 0-" + std::to_string(facts->rx_queues - 1)
+                                                                          : " 0") + " only";
+      if (facts->tx_queues < workers) line += "; the workers share its TX queues under a lock";
+    }
     for (const std::string& note : facts->notes) line += "; " + note;
     say(line);
+    tx_locks.push_back(facts->tx_queues < workers ? std::make_unique<TxLock[]>(facts->tx_queues) : nullptr);
+    for (std::uint16_t q = 0; q < facts->rx_queues; ++q) plans[q].rx.push_back({port, q});
+    for (unsigned w = 0; w < workers; ++w) {
+      const auto queue = static_cast<std::uint16_t>(w % facts->tx_queues);
+      plans[w].tx[port] = {queue, tx_locks.back() ? &tx_locks.back()[queue].lock : nullptr};
+    }
   }
   for (const Path& path : paths)
     say("path: port " + std::to_string(path.rx_port) + " -> port " + std::to_string(path.tx_port));
+  // The rings between workers: one per ordered pair, single producer and single consumer, on the
+  // consumer's socket.
+  std::vector<Ring> rings;
+  if (workers > 1)
+    for (unsigned to = 0; to < workers; ++to) {
+      for (unsigned from = 0; from < workers; ++from) plans[from].to.push_back(nullptr);
+      for (unsigned from = 0; from < workers; ++from) {
+        if (from == to) continue;
+        const std::string name = "tricolor_handoff_" + std::to_string(from) + "_" + std::to_string(to);
+        rte_ring* ring = rte_ring_create(name.c_str(), o.handoff_ring, static_cast<int>(rte_lcore_to_socket_id(worker_lcores[to])),
+                                         RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
+        if (ring == nullptr) {
+          stop_ports();
+          fail(control::kExitRuntime, "cannot create the handoff ring " + name + ": " + rte_strerror(rte_errno));
+        }
+        rings.emplace_back(ring);
+        plans[from].to[to] = ring;
+        plans[to].from.push_back(ring);
+      }
+    }
+  for (std::size_t r = 0; r < running.rules.size(); ++r) say(placement_text(**engine, r));
   const unsigned mbufs_at_start = rte_mempool_in_use_count(pool->get());
   say("policy " + quote(o.policy_path, kQuotePathMaxBytes) + ": " + std::to_string(running.rules.size()) +
       " rules; clock " + (tsc_clock ? "TSC at " + std::to_string(tick_hz) + " Hz" : std::string("RX timestamps")) +
-      "; worker on lcore " + std::to_string(worker_lcore) + "; " + std::to_string(mbufs) + " mbufs on socket " +
+      "; " + std::to_string(workers) + (workers == 1 ? " worker" : " workers") + " on lcore" + (workers == 1 ? " " : "s ") + lcore_list(worker_lcores) + "; " + std::to_string(mbufs) + " mbufs on socket " +
       std::to_string(socket));
 
   struct sigaction action {};
@@ -225,18 +353,26 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &action, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  Forwarder forwarder((*engine)->worker(0), paths, forwarder_options);
-  const auto started_at = std::chrono::steady_clock::now();
-  if (const int rc = rte_eal_remote_launch(worker_main, &forwarder, worker_lcore); rc != 0) {
-    stop_ports();
-    fail(control::kExitRuntime, "cannot start the worker on lcore " + std::to_string(worker_lcore) + ": " +
-                                    rte_strerror(-rc));
+  std::vector<std::unique_ptr<Forwarder>> forwarders;
+  std::vector<const Forwarder*> forwarder_views;
+  for (unsigned w = 0; w < workers; ++w) {
+    forwarders.push_back(std::make_unique<Forwarder>((*engine)->worker(w), std::move(plans[w]), forwarder_options, workers));
+    forwarder_views.push_back(forwarders.back().get());
   }
+  const auto started_at = std::chrono::steady_clock::now();
+  for (unsigned w = 0; w < workers; ++w)
+    if (const int rc = rte_eal_remote_launch(worker_main, forwarders[w].get(), worker_lcores[w]); rc != 0) {
+      g_worker_stop.requested.store(true);
+      rte_eal_mp_wait_lcore();
+      stop_ports();
+      fail(control::kExitRuntime, "cannot start worker " + std::to_string(w) + " on lcore " +
+                                      std::to_string(worker_lcores[w]) + ": " + rte_strerror(-rc));
+    }
   say("running; SIGINT or SIGTERM stops");
 
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at).count(); };
   auto snapshot = [&] {
-    DaemonSnapshot s = take_snapshot(**engine, forwarder, worker_lcore, ports, elapsed(), tick_hz);
+    DaemonSnapshot s = take_snapshot(**engine, forwarder_views, worker_lcores, ports, elapsed(), tick_hz);
     s.mbufs_in_use_at_start = mbufs_at_start;
     s.mbufs_in_use = rte_mempool_in_use_count(pool->get());
     return s;
@@ -257,16 +393,29 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Stop: the worker finishes its burst (it holds no mbuf between bursts), then the counters, then the ports.
+  // Stop: each worker finishes its burst (it holds no mbuf between bursts) and what the others pass it,
+  // then the counters, then the ports. A packet passed on at the very end (placed again under a newer
+  // rule set) may remain in a ring: freed and counted.
   const auto stopping_at = std::chrono::steady_clock::now();
-  g_worker_stop.store(true, std::memory_order_relaxed);
-  rte_eal_wait_lcore(worker_lcore);
+  g_worker_stop.requested.store(true, std::memory_order_relaxed);
+  rte_eal_mp_wait_lcore();
+  std::uint64_t left_in_rings = 0;
+  for (const Ring& ring : rings) {
+    void* left[Forwarder::kBurst];
+    while (const unsigned n = rte_ring_dequeue_burst(ring.get(), left, Forwarder::kBurst, nullptr)) {
+      rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(left), n);
+      left_in_rings += n;
+    }
+  }
   (*engine)->maintain();
   DaemonSnapshot final_counters = snapshot();
+  final_counters.handoff_left_at_stop = left_in_rings;
+  if (!o.dump_keys_path.empty()) dump_keys(**engine, o.dump_keys_path);
   final_counters.stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopping_at).count();
   if (o.json) write_json_line(final_counters, "final", std::cout);
   else print_totals(final_counters, std::cout);
   stop_ports();
+  rings.clear();
   pool->reset();
   engine->reset();
   rte_eal_cleanup();

@@ -17,7 +17,7 @@ constexpr const char* kUsage = "tricolord [EAL options] -- --policy FILE [option
 
 constexpr const char* kEalHelp = R"(EAL options (before --; DPDK's own, see `dpdk-testpmd --help` for all):
   -l CORES              the lcores: the first is the main lcore (control: sleeps, prints counters),
-                        the next one runs the worker (RX, meter, TX), e.g. -l 0,1
+                        each other one runs a worker (RX, meter, TX), e.g. -l 0,1 or -l 0-4
   -a PCI                use this NIC (bound to vfio-pci: dpdk-devbind.py -b vfio-pci 0000:3b:00.0)
   --vdev DEVICE         a virtual port: net_memif0,role=server,socket=/run/memif.sock
                         net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap   net_af_xdp0,iface=eth1
@@ -43,6 +43,10 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
   --rx-descriptors N    per RX queue (default 1024)
   --tx-descriptors N    per TX queue (default 1024)
   --max-classifier-entries N   the policy's limit of classifier entries (default 131072)
+  --handoff-ring N      mbufs each ring between two workers holds (default 1024; a power of two)
+  --dump-keys FILE      at the stop, write every live key (JSON lines: rule, key, worker, counters)
+  --placement=none      for tests only: each worker meters the keys it receives itself, so a key
+                        may be metered by two workers (the flaw the default placement prevents)
   -h, --help            this text
 )";
 
@@ -52,7 +56,14 @@ invariant TSC; tricolord warns when /proc/cpuinfo does not say so). `rx-timestam
 time from the port's RX timestamp (net_pcap reading a capture gives its times in microseconds;
 tricolord meters at 1e9 ticks per second, as tricolor-replay does); ports that give none are refused.
 
-Signals: SIGINT or SIGTERM stops the worker, prints the final counters and exits 0.
+Workers: each worker owns an RX queue on every port that has one per worker (else the first workers
+do) and a TX queue on every port (shared under a lock where a port has fewer). A per-key rule's keys
+are each metered by one worker: the one the NIC's RSS steers them to when every port hashes on fields
+of the key, otherwise the one a hash of the key names, to which the receiving worker passes the
+packet over a ring. Aggregate and parent meters are shared: each worker checks them for its packets.
+tricolord prints each rule's placement at startup.
+
+Signals: SIGINT or SIGTERM stops the workers, prints the final counters and exits 0.
 Exit status: 0 stopped cleanly; 1 the command line is wrong; 2 the policy cannot be read or is
 refused (its line and token are said); 3 the EAL, a port or memory failed.
 
@@ -129,6 +140,11 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--mtu", o.mtu, "BYTES  the largest IP packet received (default 9000; capped by each port)");
   app.add_option("--rx-descriptors", o.rx_descriptors, "N  per RX queue (default 1024)");
   app.add_option("--tx-descriptors", o.tx_descriptors, "N  per TX queue (default 1024)");
+  std::string placement = "keys";
+  app.add_option("--handoff-ring", o.handoff_ring, "N  mbufs each ring between two workers holds (default 1024)")
+      ->check(CLI::Range(std::uint32_t{32}, std::uint32_t{1} << 20));
+  app.add_option("--dump-keys", o.dump_keys_path, "FILE  every live key at the stop, with its worker (JSON lines)");
+  app.add_option("--placement", placement, "keys | none  (none: for tests only)");
   app.add_option("--max-classifier-entries", o.max_classifier_entries,
                  "N  the policy's limit of classifier entries (default 131072)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{UINT32_MAX}));
@@ -145,6 +161,15 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   }
   if (o.policy_path.empty()) {
     result.exit_status = usage_error("--policy FILE is required: the policy to run");
+    return result;
+  }
+  if (placement == "none") o.placement = dataplane::PlacementMode::none;
+  else if (placement != "keys") {
+    result.exit_status = usage_error("--placement " + quote(placement) + ": expected keys (the default) or none (tests only)");
+    return result;
+  }
+  if ((o.handoff_ring & (o.handoff_ring - 1)) != 0) {
+    result.exit_status = usage_error("--handoff-ring " + std::to_string(o.handoff_ring) + ": expected a power of two");
     return result;
   }
   if (clock == "tsc") o.clock = dataplane::ClockSource::tsc;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dataplane/mbuf_view.hpp"
+#include "dataplane/placement.hpp"
 #include "policer/expected.hpp"
 
 namespace tricolor::control {
@@ -32,6 +33,9 @@ struct DaemonOptions {
   std::uint32_t mtu = 9000;
   std::uint16_t rx_descriptors = 1024, tx_descriptors = 1024;
   std::uint64_t max_classifier_entries = 0;  // 0: the engine's default
+  std::uint32_t handoff_ring = 1024;  // mbufs each ring between two workers holds
+  dataplane::PlacementMode placement = dataplane::PlacementMode::keys_by_hash;  // none: a test switch
+  std::string dump_keys_path;         // at the stop: every live key, with the worker that meters it
 };
 
 // What parse_command_line decided: run, or exit at once with a status (help printed, or an error

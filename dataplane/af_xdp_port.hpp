@@ -50,7 +50,7 @@ std::optional<Error> check_pool(rte_mempool& pool, const std::string& port_text)
 // `frame_bytes`; `mtu` is the port's), and RX queues the socket does not read.
 std::vector<std::string> notes(const Interface& interface, std::uint32_t mtu, std::uint32_t frame_bytes);
 
-// Appended to "cannot set up its RX queue": the usual causes.
+// Appended to "cannot set up RX queue N": the usual causes.
 std::string setup_hint(const std::optional<Interface>& interface, const rte_mempool& pool);
 
 }  // namespace tricolor::dataplane::af_xdp

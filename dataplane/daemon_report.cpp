@@ -24,30 +24,50 @@ std::string rate_text(std::uint64_t packets, std::uint64_t bytes, double seconds
 
 }  // namespace
 
-DaemonSnapshot take_snapshot(const Engine& engine, const Forwarder& forwarder, unsigned lcore,
-                             std::span<const std::uint16_t> ports, double elapsed_s, std::uint64_t tick_hz) {
+void WorkerSnapshot::add(const WorkerSnapshot& w) noexcept {
+  polls += w.polls, idle_polls += w.idle_polls, bursts += w.bursts, packets += w.packets;
+  policy_drops += w.policy_drops, no_timestamp += w.no_timestamp, vlan_restore_failed += w.vlan_restore_failed;
+  handed_out += w.handed_out, handed_in += w.handed_in, handoff_dropped += w.handoff_dropped;
+}
+
+DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* const> forwarders,
+                             std::span<const unsigned> lcores, std::span<const std::uint16_t> ports, double elapsed_s,
+                             std::uint64_t tick_hz) {
   DaemonSnapshot s;
   s.elapsed_s = elapsed_s;
   s.tick_hz = tick_hz;
   s.generation = engine.generation();
-  const ForwarderCounters& f = forwarder.counters();
-  for (std::uint16_t port : ports)
-    s.ports.push_back({port, port_name(port), read_port_counters(port), f.tx_dropped[port].get(), link_up(port)});
+  for (std::uint16_t port : ports) {
+    std::uint64_t tx_dropped = 0;
+    for (const Forwarder* f : forwarders) tx_dropped += f->counters().tx_dropped[port].get();
+    s.ports.push_back({port, port_name(port), read_port_counters(port), tx_dropped, link_up(port)});
+  }
   const Policy& policy = engine.policy();
   for (std::size_t r = 0; r < policy.rules.size(); ++r) {
     RuleSnapshot rule;
     rule.name = policy.rules[r].name;
     rule.keyed = policy.rules[r].per_key.kind != KeyKind::none;
+    rule.placement = engine.placement(r);
     rule.counters = engine.counters(r);
     if (rule.keyed) {
+      rule.worker_capacity = engine.worker_capacity(r);
       rule.live_keys = engine.live_keys(r);
       rule.keys_starved = engine.keys_starved(r);
+    }
+    for (unsigned w = 0; w < engine.workers(); ++w) {
+      const RuleCounters c = engine.counters(r, w);
+      rule.workers.push_back({sum(c.packets), rule.keyed ? engine.live_keys(r, w) : 0, c.table_full});
     }
     s.rules.push_back(std::move(rule));
   }
   s.defaults = engine.default_counters();
-  s.worker = {lcore,          f.polls.get(),        f.idle_polls.get(),   f.bursts.get(),
-              f.packets.get(), f.policy_drops.get(), f.no_timestamp.get(), f.vlan_restore_failed.get()};
+  for (std::size_t w = 0; w < forwarders.size(); ++w) {
+    const ForwarderCounters& f = forwarders[w]->counters();
+    s.workers.push_back({static_cast<unsigned>(w), lcores[w], f.polls.get(), f.idle_polls.get(), f.bursts.get(),
+                         f.packets.get(), f.policy_drops.get(), f.no_timestamp.get(), f.vlan_restore_failed.get(),
+                         f.handed_out.get(), f.handed_in.get(), f.handoff_dropped.get()});
+    s.worker.add(s.workers.back());
+  }
   return s;
 }
 
@@ -107,6 +127,13 @@ void print_totals(const DaemonSnapshot& s, std::ostream& out) {
       out << "; keys " << rule.live_keys << " live, " << c.keys_created << " created, " << c.keys_renewed << " renewed, "
           << c.table_full << " packets found the table full, " << rule.keys_starved << " starved";
     out << '\n';
+    if (rule.keyed && rule.workers.size() > 1) {
+      out << "    keys by worker (" << placement_name(rule.placement) << ", " << rule.worker_capacity << " each):";
+      for (std::size_t w = 0; w < rule.workers.size(); ++w)
+        out << " worker " << w << " " << rule.workers[w].live_keys << " live, " << rule.workers[w].table_full
+            << " found its table full;";
+      out << '\n';
+    }
   }
   const DefaultCounters& d = s.defaults;
   out << "  default action: " << d.packets << " packets " << d.bytes << " bytes: " << d.non_ip << " not IP, "
@@ -120,12 +147,18 @@ void print_totals(const DaemonSnapshot& s, std::ostream& out) {
         << c.tx_packets << " packets " << c.tx_bytes << " bytes, imissed " << c.imissed << ", rx_nombuf " << c.rx_nombuf
         << ", rx errors " << c.rx_errors << ", tx errors " << c.tx_errors << ", tx-dropped " << p.tx_dropped << '\n';
   }
-  const WorkerSnapshot& w = s.worker;
-  out << "  worker on lcore " << w.lcore << ": " << w.packets << " packets in " << w.bursts << " bursts, " << w.polls
-      << " polls (" << w.idle_polls << " idle), " << w.policy_drops << " dropped by the policy";
-  if (w.no_timestamp != 0) out << ", " << w.no_timestamp << " without an RX timestamp";
-  if (w.vlan_restore_failed != 0) out << ", " << w.vlan_restore_failed << " dropped: their stripped VLAN tag could not be put back";
-  out << "\n  mbufs in use: " << s.mbufs_in_use_at_start << " once the ports had started, " << s.mbufs_in_use << " now";
+  for (const WorkerSnapshot& w : s.workers) {
+    out << "  worker " << w.id << " on lcore " << w.lcore << ": " << w.packets << " packets in " << w.bursts << " bursts, "
+        << w.polls << " polls (" << w.idle_polls << " idle), " << w.policy_drops << " dropped by the policy";
+    if (s.workers.size() > 1)
+      out << ", " << w.handed_out << " passed to other workers, " << w.handed_in << " taken from them, "
+          << w.handoff_dropped << " dropped: a handoff ring was full";
+    if (w.no_timestamp != 0) out << ", " << w.no_timestamp << " without an RX timestamp";
+    if (w.vlan_restore_failed != 0) out << ", " << w.vlan_restore_failed << " dropped: their stripped VLAN tag could not be put back";
+    out << '\n';
+  }
+  if (s.handoff_left_at_stop != 0) out << "  " << s.handoff_left_at_stop << " packets were still in the handoff rings at the stop (freed)\n";
+  out << "  mbufs in use: " << s.mbufs_in_use_at_start << " once the ports had started, " << s.mbufs_in_use << " now";
   if (s.stop_s > 0) {
     std::snprintf(line, sizeof line, "; the worker stopped %.3f s after the request", s.stop_s);
     out << line;
@@ -159,9 +192,13 @@ void write_json_line(const DaemonSnapshot& s, const std::string& event, std::ost
     }
     r["first_tick"] = c.metered ? json(c.first_tick) : json(nullptr);
     r["last_tick"] = c.metered ? json(c.last_tick) : json(nullptr);
+    r["placement"] = placement_name(rule.placement);
     if (rule.keyed)
       r["keys"] = {{"live", rule.live_keys},     {"created", c.keys_created}, {"renewed", c.keys_renewed},
-                   {"table_full", c.table_full}, {"starved", rule.keys_starved}};
+                   {"table_full", c.table_full}, {"starved", rule.keys_starved}, {"capacity_per_worker", rule.worker_capacity}};
+    json& by_worker = r["workers"] = json::array();
+    for (const RuleOnWorker& w : rule.workers)
+      by_worker.push_back({{"packets", w.packets}, {"live_keys", w.live_keys}, {"table_full", w.table_full}});
     rules.push_back(std::move(r));
   }
   const DefaultCounters& d = s.defaults;
@@ -172,10 +209,27 @@ void write_json_line(const DaemonSnapshot& s, const std::string& event, std::ost
                     {"non_ip", d.non_ip},     {"no_match", d.no_match},
                     {"malformed", malformed}, {"dropped_packets", d.dropped_packets},
                     {"dropped_bytes", d.dropped_bytes}};
-  const WorkerSnapshot& w = s.worker;
-  doc["worker"] = {{"lcore", w.lcore},   {"polls", w.polls},   {"idle_polls", w.idle_polls},
-                   {"bursts", w.bursts}, {"packets", w.packets}, {"policy_drops", w.policy_drops},
-                   {"no_timestamp", w.no_timestamp}, {"vlan_restore_failed", w.vlan_restore_failed}};
+  auto worker_json = [](const WorkerSnapshot& w) {
+    return json{{"polls", w.polls},
+                {"idle_polls", w.idle_polls},
+                {"bursts", w.bursts},
+                {"packets", w.packets},
+                {"policy_drops", w.policy_drops},
+                {"no_timestamp", w.no_timestamp},
+                {"vlan_restore_failed", w.vlan_restore_failed},
+                {"handed_out", w.handed_out},
+                {"handed_in", w.handed_in},
+                {"handoff_dropped", w.handoff_dropped}};
+  };
+  doc["worker"] = worker_json(s.worker);  // summed over the workers
+  json& workers = doc["workers"] = json::array();
+  for (const WorkerSnapshot& w : s.workers) {
+    json one = worker_json(w);
+    one["worker"] = w.id;
+    one["lcore"] = w.lcore;
+    workers.push_back(std::move(one));
+  }
+  doc["handoff_left_at_stop"] = s.handoff_left_at_stop;
   doc["mbufs_in_use_at_start"] = s.mbufs_in_use_at_start;
   doc["mbufs_in_use"] = s.mbufs_in_use;
   if (s.stop_s > 0) doc["stop_s"] = s.stop_s;

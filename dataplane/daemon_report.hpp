@@ -1,6 +1,6 @@
 #pragma once
 // tricolord's counters as an operator reads them: a snapshot taken by the control thread while the
-// worker runs (no lock: every counter has one writer), printed as rates since the previous snapshot
+// workers run (no lock: every counter has one writer), printed as rates since the previous snapshot
 // (per rule and color, Mpps and Mbit/s), as final totals, or as one JSON object per line.
 #include <cstdint>
 #include <ostream>
@@ -22,18 +22,29 @@ struct PortSnapshot {
   bool link_up = false;
 };
 
+// A rule on one worker: what it metered there, and its key table there.
+struct RuleOnWorker {
+  std::uint64_t packets = 0;     // metered, all colors
+  std::uint64_t live_keys = 0;
+  std::uint64_t table_full = 0;  // packets of new keys that found this worker's table full
+};
+
 struct RuleSnapshot {
   std::string name;
   bool keyed = false;
-  RuleCounters counters;
+  Placement placement = Placement::shared;
+  std::uint32_t worker_capacity = 0;  // per-key rules: each worker's share of the capacity
+  RuleCounters counters;              // summed over the workers
   std::uint64_t live_keys = 0;
   std::uint64_t keys_starved = 0;
+  std::vector<RuleOnWorker> workers;
 };
 
 struct WorkerSnapshot {
-  unsigned lcore = 0;
+  unsigned id = 0, lcore = 0;
   std::uint64_t polls = 0, idle_polls = 0, bursts = 0, packets = 0, policy_drops = 0, no_timestamp = 0,
-                vlan_restore_failed = 0;
+                vlan_restore_failed = 0, handed_out = 0, handed_in = 0, handoff_dropped = 0;
+  void add(const WorkerSnapshot& w) noexcept;
 };
 
 struct DaemonSnapshot {
@@ -43,19 +54,24 @@ struct DaemonSnapshot {
   std::vector<PortSnapshot> ports;
   std::vector<RuleSnapshot> rules;
   DefaultCounters defaults;
-  WorkerSnapshot worker;
+  std::vector<WorkerSnapshot> workers;
+  WorkerSnapshot worker;                    // the workers' counters summed
+  std::uint64_t handoff_left_at_stop = 0;   // final counters: packets still in the rings, freed
   std::uint64_t mbufs_in_use_at_start = 0;  // the pool's, once the ports had started
   std::uint64_t mbufs_in_use = 0;           // now (after a stop: every mbuf the worker had is back)
   double stop_s = 0;                        // final counters: from the stop request to the worker stopped
 };
 
-DaemonSnapshot take_snapshot(const Engine& engine, const Forwarder& forwarder, unsigned lcore,
-                             std::span<const std::uint16_t> ports, double elapsed_s, std::uint64_t tick_hz);
+// forwarders[w] runs worker w on lcores[w].
+DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* const> forwarders,
+                             std::span<const unsigned> lcores, std::span<const std::uint16_t> ports, double elapsed_s,
+                             std::uint64_t tick_hz);
 
 // One block per interval: totals per port direction, then each rule's green/yellow/red rates.
 void print_rates(const DaemonSnapshot& before, const DaemonSnapshot& now, std::ostream& out);
 // The final counters: per rule and color (packets, bytes, first and last metered tick), default-action
-// reasons, keys, per port rx/tx/imissed/rx_nombuf/tx-dropped, the worker's polls.
+// reasons, keys (per worker too), per port rx/tx/imissed/rx_nombuf/tx-dropped, each worker's polls and
+// handoffs.
 void print_totals(const DaemonSnapshot& snapshot, std::ostream& out);
 // One line of JSON: {"event": event, ...every counter above...}.
 void write_json_line(const DaemonSnapshot& snapshot, const std::string& event, std::ostream& out);

@@ -6,50 +6,85 @@
 
 namespace tricolor::dataplane {
 
-void Forwarder::run(const std::atomic<bool>& stop) noexcept {
+void Forwarder::run(StopState& stop) noexcept {
   worker_.online();
-  while (!stop.load(std::memory_order_relaxed)) {
+  while (!stop.requested.load(std::memory_order_relaxed)) {
     std::uint32_t received = 0;
-    for (const Path& path : paths_) received += poll(path);
+    for (const RxQueue& rx : plan_.rx) received += poll_port(rx);
+    received += poll_rings();
     counters_.polls.add(1);
     if (received == 0) counters_.idle_polls.add(1);
     worker_.quiescent();
   }
+  // Stopped receiving; what the others still pass is processed until they have all stopped too.
+  stop.stopped_receiving.fetch_add(1, std::memory_order_acq_rel);
+  for (;;) {
+    const bool others_stopped = stop.stopped_receiving.load(std::memory_order_acquire) == workers_;
+    const std::uint16_t taken = poll_rings();
+    worker_.quiescent();
+    if (others_stopped && taken == 0) break;
+  }
   worker_.offline();
 }
 
-std::uint16_t Forwarder::poll(const Path& path) noexcept {
+std::uint16_t Forwarder::poll_port(const RxQueue& rx) noexcept {
   rte_mbuf* mbufs[kBurst];
-  const std::uint16_t n = rte_eth_rx_burst(path.rx_port, 0, mbufs, kBurst);
-  if (n == 0) return 0;
+  const std::uint16_t n = rte_eth_rx_burst(rx.port, rx.queue, mbufs, kBurst);
+  if (n != 0) process(mbufs, n, {});
+  return n;
+}
 
-  PacketView views[kBurst];
-  Verdict verdicts[kBurst];
+std::uint16_t Forwarder::poll_rings() noexcept {
+  std::uint16_t taken = 0;
+  for (rte_ring* ring : plan_.from) taken += poll_ring(ring);
+  return taken;
+}
+
+std::uint16_t Forwarder::poll_ring(rte_ring* ring) noexcept {
+  rte_mbuf* mbufs[kBurst];
+  const auto n = static_cast<std::uint16_t>(
+      rte_ring_sc_dequeue_burst(ring, reinterpret_cast<void**>(mbufs), kBurst, nullptr));
+  if (n == 0) return 0;
+  Handed handed[kBurst];
+  for (std::uint16_t i = 0; i < n; ++i) handed[i] = *RTE_MBUF_DYNFIELD(mbufs[i], options_.handed_offset, const Handed*);
+  counters_.handed_in.add(n);
+  process(mbufs, n, std::span<const Handed>(handed, n));
+  return n;
+}
+
+void Forwarder::view_all(rte_mbuf** mbufs, std::uint16_t n, PacketView* views) noexcept {
   if (options_.clock == ClockSource::tsc) {
     const std::uint64_t now = rte_rdtsc();  // one clock read per burst
-    for (std::uint16_t i = 0; i < n; ++i) views[i] = view_of(mbufs[i], path.rx_port, now);
-  } else {
-    std::uint64_t missing = 0;
-    for (std::uint16_t i = 0; i < n; ++i) {
-      std::uint64_t ticks;
-      if (rx_timestamp_ticks(mbufs[i], options_.timestamp, ticks)) last_timestamp_ = ticks;
-      else ++missing;  // metered at the time of the packet before it
-      views[i] = view_of(mbufs[i], path.rx_port, last_timestamp_);
-    }
-    if (missing != 0) counters_.no_timestamp.add(missing);
+    for (std::uint16_t i = 0; i < n; ++i) views[i] = view_of(mbufs[i], mbufs[i]->port, now);
+    return;
   }
+  std::uint64_t missing = 0;
+  for (std::uint16_t i = 0; i < n; ++i) {
+    std::uint64_t ticks;
+    if (rx_timestamp_ticks(mbufs[i], options_.timestamp, ticks)) last_timestamp_ = ticks;
+    else ++missing;  // metered at the time of the packet before it
+    views[i] = view_of(mbufs[i], mbufs[i]->port, last_timestamp_);
+  }
+  if (missing != 0) counters_.no_timestamp.add(missing);
+}
 
-  worker_.process(std::span<PacketView>(views, n), std::span<Verdict>(verdicts, n));
+void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Handed> handed) noexcept {
+  PacketView views[kBurst];
+  Verdict verdicts[kBurst];
+  view_all(mbufs, n, views);
+  const RuleSet& set = worker_.process(std::span<PacketView>(views, n), std::span<Verdict>(verdicts, n), handed);
 
-  // Forwarded packets keep their order; dropped ones go back to the pool together.
+  // Forwarded packets keep their order; dropped ones go back to the pool together; those another
+  // worker owns are passed on.
   rte_mbuf* forward[kBurst];
   rte_mbuf* drop[kBurst];
-  std::uint16_t forwarded = 0, dropped = 0, unrestored = 0;
-  const bool vlan_insert = options_.vlan_insert[path.tx_port];
+  std::uint16_t forwarded = 0, dropped = 0, unrestored = 0, passed = 0;
   for (std::uint16_t i = 0; i < n; ++i) {
-    if (verdicts[i].drop) {
+    if (verdicts[i].handoff) {
+      ++passed;
+    } else if (verdicts[i].drop) {
       drop[dropped++] = mbufs[i];
-    } else if (restore_stripped_vlan(mbufs[i], views[i], vlan_insert)) {
+    } else if (restore_stripped_vlan(mbufs[i], views[i], options_.vlan_insert[plan_.egress[mbufs[i]->port]])) {
       forward[forwarded++] = mbufs[i];
     } else {
       drop[dropped++] = mbufs[i];
@@ -57,24 +92,78 @@ std::uint16_t Forwarder::poll(const Path& path) noexcept {
     }
   }
   counters_.bursts.add(1);
-  counters_.packets.add(n);
+  counters_.packets.add(n - passed);
+  if (passed != 0) hand_over(mbufs, n, verdicts, set.generation);
   if (dropped != 0) {
     counters_.policy_drops.add(dropped - unrestored);
     if (unrestored != 0) counters_.vlan_restore_failed.add(unrestored);
     rte_pktmbuf_free_bulk(drop, dropped);
   }
-  if (forwarded != 0) transmit(path.tx_port, forward, forwarded);
-  return n;
+  // By egress port, in order within each (a burst from a port has one; one from a ring may have more).
+  while (forwarded != 0) {
+    const std::uint16_t port = plan_.egress[forward[0]->port];
+    rte_mbuf* now[kBurst];
+    std::uint16_t sending = 0, later = 0;
+    for (std::uint16_t i = 0; i < forwarded; ++i) {
+      if (plan_.egress[forward[i]->port] == port) now[sending++] = forward[i];
+      else forward[later++] = forward[i];
+    }
+    transmit(port, now, sending);
+    forwarded = later;
+  }
+}
+
+// Each owner's packets in one enqueue, in the order they came, with what this worker learned.
+void Forwarder::hand_over(rte_mbuf** mbufs, std::uint16_t n, const Verdict* verdicts, std::uint64_t generation) noexcept {
+  rte_mbuf* pending[kBurst];
+  std::uint16_t owners[kBurst];
+  std::uint16_t count = 0;
+  for (std::uint16_t i = 0; i < n; ++i) {
+    if (!verdicts[i].handoff) continue;
+    *RTE_MBUF_DYNFIELD(mbufs[i], options_.handed_offset, Handed*) = Handed{generation, verdicts[i].rule};
+    pending[count] = mbufs[i];
+    owners[count++] = verdicts[i].owner;
+  }
+  while (count != 0) {
+    const std::uint16_t owner = owners[0];
+    rte_mbuf* batch[kBurst];
+    std::uint16_t batched = 0, later = 0;
+    for (std::uint16_t i = 0; i < count; ++i) {
+      if (owners[i] == owner) {
+        batch[batched++] = pending[i];
+      } else {
+        owners[later] = owners[i];
+        pending[later++] = pending[i];
+      }
+    }
+    const unsigned taken =
+        rte_ring_sp_enqueue_burst(plan_.to[owner], reinterpret_cast<void* const*>(batch), batched, nullptr);
+    counters_.handed_out.add(taken);
+    if (taken < batched) {  // the owner is behind: drop rather than wait for it
+      rte_pktmbuf_free_bulk(batch + taken, batched - taken);
+      counters_.handoff_dropped.add(batched - taken);
+    }
+    count = later;
+  }
+}
+
+std::uint16_t Forwarder::send(std::uint16_t port, rte_mbuf** packets, std::uint16_t count) noexcept {
+  const TxQueue& tx = plan_.tx[port];
+  if (tx.lock == nullptr) return rte_eth_tx_burst(port, tx.queue, packets, count);
+  rte_spinlock_lock(tx.lock);
+  const std::uint16_t sent = rte_eth_tx_burst(port, tx.queue, packets, count);
+  rte_spinlock_unlock(tx.lock);
+  return sent;
 }
 
 void Forwarder::transmit(std::uint16_t port, rte_mbuf** packets, std::uint16_t count) noexcept {
-  std::uint16_t sent = rte_eth_tx_burst(port, 0, packets, count);
+  std::uint16_t sent = send(port, packets, count);
   // A port that takes nothing twice in a row is down or stuck: stop waiting for it, so that it does
   // not slow the other paths by the whole retry budget every burst.
   unsigned idle_tries = sent == 0 ? 1 : 0;
   for (unsigned retry = 0; sent < count && retry < kTxRetries && idle_tries < kTxIdleTries; ++retry) {
     rte_delay_us_block(1);
-    const std::uint16_t more = rte_eth_tx_burst(port, 0, packets + sent, count - sent);
+    const std::uint16_t more = send(port, packets + sent, count - sent);
     sent += more;
     idle_tries = more == 0 ? idle_tries + 1 : 0;
   }

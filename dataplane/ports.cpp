@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <tuple>
+#include <utility>
 
 #include "dataplane/af_xdp_port.hpp"
 #include "dataplane/forwarder.hpp"
@@ -33,6 +35,13 @@ std::string driver_of(std::uint16_t port) {
   return info.driver_name;
 }
 
+// The RX and TX queues a port gets: one per worker, or as many as it has.
+std::pair<std::uint16_t, std::uint16_t> queues_of(std::uint16_t port, std::uint16_t wanted) {
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(port, &info) != 0) return {1, 1};
+  return {std::clamp<std::uint16_t>(info.max_rx_queues, 1, wanted), std::clamp<std::uint16_t>(info.max_tx_queues, 1, wanted)};
+}
+
 }  // namespace
 
 std::vector<std::uint16_t> probed_ports() {
@@ -55,7 +64,8 @@ bool port_exists(const std::string& name) {
 
 int port_socket(std::uint16_t port) { return std::max(rte_eth_dev_socket_id(port), 0); }
 
-std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptions& options, unsigned lcores) {
+std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptions& options, unsigned lcores,
+                           std::uint64_t handoff_slots) {
   std::uint64_t rings = 0;
   for (std::uint16_t port : ports) {
     std::uint64_t rx = options.rx_descriptors, tx = options.tx_descriptors;
@@ -63,12 +73,13 @@ std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptio
       rx = std::max<std::uint64_t>(rx, af_xdp::kFillQueueMbufs);
       tx = std::max<std::uint64_t>(tx, options.rx_descriptors);
     }
-    rings += rx + tx;
+    const auto [rx_queues, tx_queues] = queues_of(port, options.queues);
+    rings += rx * rx_queues + tx * tx_queues;
   }
-  // In flight: a worker's receive burst per path and its transmit copy; the caches can hold the rest.
-  const std::uint64_t in_flight = 2 * ports.size() * Forwarder::kBurst;
+  // In flight: each worker's receive burst per port and its transmit copy; the caches hold the rest.
+  const std::uint64_t in_flight = 2 * ports.size() * std::uint64_t{lcores} * Forwarder::kBurst;
   const std::uint64_t caches = std::uint64_t{lcores} * kMbufCache * 3 / 2;  // a cache can exceed its size by half
-  const std::uint64_t total = rings + in_flight + caches;
+  const std::uint64_t total = rings + in_flight + caches + handoff_slots;
   // A power of two minus one is rte_mempool's most efficient size.
   std::uint64_t size = 1;
   while (size - 1 < total) size <<= 1;
@@ -145,7 +156,17 @@ Expected<PortFacts> start_port(std::uint16_t port, rte_mempool* pool, const Port
     if (announced) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_TIMESTAMP;
   }
 
-  if (const int rc = rte_eth_dev_configure(port, 1, 1, &conf); rc != 0) return port_error(port, "cannot configure it", rc);
+  // Queues: one RX and one TX per worker, as far as the port has them. Several RX queues need a hash
+  // to spread flows over them (a flow stays on one queue, so in order); where a port has none, its
+  // queues are its own (net_pcap: one per file).
+  std::tie(facts.rx_queues, facts.tx_queues) = queues_of(port, options.queues);
+  if (facts.rx_queues > 1 && info.flow_type_rss_offloads != 0) {
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP);
+    facts.rss = conf.rx_adv_conf.rss_conf.rss_hf != 0;
+  }
+  if (const int rc = rte_eth_dev_configure(port, facts.rx_queues, facts.tx_queues, &conf); rc != 0)
+    return port_error(port, "cannot configure it", rc);
   // Closing a net_af_xdp port detaches whatever XDP program its interface has: before its RX queue
   // (which attaches ours) is set up, that program may be another process's.
   bool may_close = !af_xdp_port;
@@ -158,16 +179,19 @@ Expected<PortFacts> start_port(std::uint16_t port, rte_mempool* pool, const Port
     return close_on_error(port_error(port, "cannot size its queues", rc));
   rte_eth_rxconf rxconf = info.default_rxconf;
   rxconf.offloads = conf.rxmode.offloads;
-  if (const int rc = rte_eth_rx_queue_setup(port, 0, rx_desc, facts.socket, &rxconf, pool); rc != 0) {
-    Error error = port_error(port, "cannot set up its RX queue", rc);
-    if (af_xdp_port) error.message += af_xdp::setup_hint(interface, *pool);
-    return close_on_error(error);
+  for (std::uint16_t q = 0; q < facts.rx_queues; ++q) {
+    if (const int rc = rte_eth_rx_queue_setup(port, q, rx_desc, facts.socket, &rxconf, pool); rc != 0) {
+      Error error = port_error(port, "cannot set up RX queue " + std::to_string(q), rc);
+      if (af_xdp_port) error.message += af_xdp::setup_hint(interface, *pool);
+      return close_on_error(error);
+    }
+    may_close = true;
   }
-  may_close = true;
   rte_eth_txconf txconf = info.default_txconf;
   txconf.offloads = conf.txmode.offloads;
-  if (const int rc = rte_eth_tx_queue_setup(port, 0, tx_desc, facts.socket, &txconf); rc != 0)
-    return close_on_error(port_error(port, "cannot set up its TX queue", rc));
+  for (std::uint16_t q = 0; q < facts.tx_queues; ++q)
+    if (const int rc = rte_eth_tx_queue_setup(port, q, tx_desc, facts.socket, &txconf); rc != 0)
+      return close_on_error(port_error(port, "cannot set up TX queue " + std::to_string(q), rc));
   if (const int rc = rte_eth_dev_start(port); rc != 0) return close_on_error(port_error(port, "cannot start it", rc));
 
   // A bump in the wire sees every frame, whatever its destination address.

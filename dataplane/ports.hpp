@@ -1,6 +1,7 @@
 #pragma once
 // The daemon's ports: whatever the EAL probed (a NIC bound to vfio-pci, net_memif, net_pcap,
-// net_af_packet, net_af_xdp, net_ring, net_null), each configured with one RX and one TX queue,
+// net_af_packet, net_af_xdp, net_ring, net_null), each configured with one RX and one TX queue per
+// worker, or as many as it has if fewer (RSS spreads flows over the RX queues when there are several),
 // promiscuous and all-multicast, frames up to the MTU asked for (multi-segment mbufs when a frame does
 // not fit one buffer), and the offloads the daemon can use when the port has them (VLAN insertion on
 // transmit; RX timestamps for the rx-timestamp clock). Slow path only.
@@ -21,6 +22,7 @@ struct PortOptions {
   std::uint16_t tx_descriptors = 1024;
   std::uint32_t mtu = 9000;     // capped by what the port and the mbufs allow (said in PortFacts)
   bool rx_timestamp = false;    // required: a port that cannot timestamp what it receives is refused
+  std::uint16_t queues = 1;     // RX and TX queues wanted: one per worker
 };
 
 // What a port is and how it was set up, for the operator.
@@ -30,6 +32,8 @@ struct PortFacts {
   std::string driver;  // net_ixgbe, net_memif, ...
   int socket = 0;      // NUMA socket (0 when the port does not say)
   std::uint32_t mtu = 0;
+  std::uint16_t rx_queues = 1, tx_queues = 1;  // as set up (at most PortOptions::queues)
+  bool rss = false;           // the port spreads flows over its RX queues by its RSS hash
   bool scatter = false;       // frames larger than an mbuf arrive as chains
   bool vlan_insert = false;   // the port inserts a stripped VLAN tag again on transmit
   bool promiscuous = false;
@@ -52,10 +56,11 @@ bool port_exists(const std::string& name);
 std::string port_name(std::uint16_t port);
 int port_socket(std::uint16_t port);  // its NUMA socket, 0 when it does not say
 
-// The mbuf pool for `ports`, each with one RX and one TX queue of the given sizes (or what its driver
-// holds instead: net_af_xdp's fill queue), plus what a worker holds in flight (bursts) and the pool's
-// per-lcore caches.
-std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptions& options, unsigned lcores);
+// The mbuf pool for `ports`, each with up to options.queues RX and TX queues of the given sizes (or
+// what its driver holds instead: net_af_xdp's fill queue), plus what the workers hold in flight
+// (bursts, and `handoff_slots` in the rings between them) and the pool's per-lcore caches.
+std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptions& options, unsigned lcores,
+                           std::uint64_t handoff_slots = 0);
 
 struct MempoolDeleter {
   void operator()(rte_mempool* pool) const noexcept { rte_mempool_free(pool); }
