@@ -306,7 +306,8 @@ int main(int argc, char** argv) {
       if (facts->rx_queues < workers)
         line += "; receives on worker" + std::string(facts->rx_queues > 1 ? "s 0-" + std::to_string(facts->rx_queues - 1)
                                                                           : " 0") + " only";
-      if (facts->tx_queues < workers) line += "; the workers share its TX queues under a lock";
+      if (facts->tx_queues < workers)
+        line += facts->tx_queues == 1 ? "; the workers share its TX queue under a lock" : "; workers share its TX queues under locks";
     }
     for (const std::string& note : facts->notes) line += "; " + note;
     say(line);
