@@ -169,11 +169,12 @@ std::string placement_text(const Engine& engine, std::size_t r) {
       break;
     case Placement::local:
       text += workers == 1 ? "keys metered by the one worker"
-                           : "PLACEMENT OFF (--placement=none, a test switch): each worker meters the keys it "
-                             "receives, so a key may be metered twice";
+                           : "PLACEMENT OFF (--placement=none, a test switch): each worker meters what it receives "
+                             "on meters of its own, so a key or the rule may be metered twice";
       break;
   }
-  if (rule.parent) text += workers == 1 ? "; parent meter" : "; its parent meter is shared by the workers";
+  if (rule.parent && engine.placement(r) != Placement::local)
+    text += workers == 1 ? "; parent meter" : "; its parent meter is shared by the workers";
   return text;
 }
 

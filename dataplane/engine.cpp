@@ -25,6 +25,8 @@ struct Engine::Slot {
   std::vector<std::unique_ptr<WorkerRuleCounters>> counters;  // per worker
   PerKey per_key;                                           // the key tables' configuration
   std::vector<std::unique_ptr<KeyedMeters>> keys;           // per worker (per-key rules)
+  // Placement off (a test switch): each worker's own aggregate and parent meters.
+  std::vector<std::unique_ptr<policer::SharedMeter>> local_aggregates, local_parents;
 };
 
 // What a replaced rule set owned, freed once every worker has passed a quiescent point after `token`.
@@ -45,6 +47,7 @@ struct Engine::Plan {
     std::shared_ptr<const policer::Profile> profile, parent_profile;
     std::shared_ptr<const ProfileHistory> history, parent_history;
     std::unique_ptr<policer::SharedMeter> new_parent;  // a parent meter the rule did not have
+    std::vector<std::unique_ptr<policer::SharedMeter>> new_local_parents;  // the same, per worker (placement off)
     bool drop_parent = false;                          // the rule has no parent any more
     std::vector<std::unique_ptr<KeyedMeters>> new_keys;  // per worker: the rule's tables made afresh
     bool drop_keys = false;                              // the rule has no key tables any more
@@ -97,10 +100,14 @@ std::shared_ptr<const ProfileHistory> changed(const std::shared_ptr<const Profil
 // Per-key rules with several workers: each key on one worker (by the ports' RSS hash if it is a
 // function of the key, else by handoff), or, as a test switch, wherever it arrives.
 Placement Engine::placement_of(const PerKey& key, unsigned workers) const noexcept {
-  if (key.kind == KeyKind::none) return Placement::shared;
+  if (key.kind == KeyKind::none) return local_meters(workers) ? Placement::local : Placement::shared;
   if (workers == 1 || placement_ == PlacementMode::none) return Placement::local;
   return steerable(key, steering_) ? Placement::steered : Placement::by_key_hash;
 }
+
+// Placement off with several workers: aggregates and parents are per worker too, each worker metering
+// what it receives (the flaw the shared form prevents; a test switch).
+bool Engine::local_meters(unsigned workers) const noexcept { return workers > 1 && placement_ == PlacementMode::none; }
 
 // A rule's capacity is split across the workers that own its keys (rounded up); each worker's table
 // that fills is reported on its own.
@@ -221,7 +228,7 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
   set->worker_rules.resize(n * workers);
   set->profiles.reserve(2 * n);
   plan.retired.slots.reserve(slots_.size());
-  plan.retired.meters.reserve(n);
+  plan.retired.meters.reserve(n * (local_meters(workers) ? workers + 1 : 1));
   plan.retired.tables.reserve(n * workers);
   for (std::size_t i = 0; i < n; ++i) {
     const Rule& rule = policy.rules[i];
@@ -239,6 +246,9 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
       rp.created = std::make_unique<Slot>();
       rp.created->id = next_slot_ + static_cast<std::uint32_t>(i);
       rp.created->aggregate = std::make_unique<policer::SharedMeter>(*rp.profile, 0);  // full, at any tick
+      if (local_meters(workers))
+        for (unsigned w = 0; w < workers; ++w)
+          rp.created->local_aggregates.push_back(std::make_unique<policer::SharedMeter>(*rp.profile, 0));
       rp.created->counters.reserve(workers);
       for (unsigned w = 0; w < workers; ++w) rp.created->counters.push_back(std::make_unique<WorkerRuleCounters>());
       rp.slot = rp.created.get();
@@ -253,6 +263,9 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
           rp.parent_history = changed(rp.parent_history, generation, *slot.parent_profile);
       } else {
         rp.new_parent = std::make_unique<policer::SharedMeter>(*rp.parent_profile, 0);
+        if (local_meters(workers))
+          for (unsigned w = 0; w < workers; ++w)
+            rp.new_local_parents.push_back(std::make_unique<policer::SharedMeter>(*rp.parent_profile, 0));
       }
     } else {
       rp.drop_parent = slot.parent != nullptr;
@@ -314,6 +327,9 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
       WorkerRule& mine = set->worker_rules[i * workers + w];
       mine.counters = slot.counters[w].get();
       if (keyed) mine.keys = keys_kept ? slot.keys[w].get() : rp.new_keys[w].get();
+      const bool local = local_meters(workers);
+      mine.aggregate = local ? slot.local_aggregates[w].get() : c.aggregate;
+      if (rule.parent) mine.parent = !local ? c.parent : rp.new_parent ? rp.new_local_parents[w].get() : slot.local_parents[w].get();
     }
   }
   // Every new index allocated: now committed, all of them (a big index takes a while: not before the
@@ -340,8 +356,12 @@ void Engine::commit(Plan& plan) noexcept {
     Slot& slot = *entry;
     slot.profile = std::move(rp.profile);
     slot.history = std::move(rp.history);
-    if (rp.new_parent) slot.parent = std::move(rp.new_parent);
-    if (rp.drop_parent) retired.meters.push_back(std::move(slot.parent));
+    if (rp.new_parent) slot.parent = std::move(rp.new_parent), slot.local_parents = std::move(rp.new_local_parents);
+    if (rp.drop_parent) {
+      retired.meters.push_back(std::move(slot.parent));
+      for (auto& meter : slot.local_parents) retired.meters.push_back(std::move(meter));
+      slot.local_parents.clear();
+    }
     slot.parent_profile = std::move(rp.parent_profile);
     slot.parent_history = std::move(rp.parent_history);
     if (!rp.new_keys.empty() || rp.drop_keys) {

@@ -136,6 +136,7 @@ class Engine {
   Engine(policer::TickRate tick_rate, std::unique_ptr<Rcu> rcu, const EngineOptions& options);
   Expected<bool> prepare(const Policy& policy, const EngineLimits& limits, Plan& plan) const;
   Placement placement_of(const PerKey& key, unsigned workers) const noexcept;
+  bool local_meters(unsigned workers) const noexcept;
   static std::uint32_t worker_capacity_of(std::uint32_t capacity, Placement placement, unsigned workers) noexcept;
   void commit(Plan& plan) noexcept;
   template <class Fn>

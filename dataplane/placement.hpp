@@ -11,9 +11,10 @@
 //     packets from one receiving queue stay in order through one ring.
 //   - Steered: the NIC's RSS hash is a function of the key, so a key's packets all reach one queue and
 //     its worker meters them where they arrive (no handoff).
-//   - Local: every worker meters what it receives on meters of its own. Right with one worker; with
-//     several it is the flaw of per-core meters (a key may be metered twice), kept only as a test
-//     switch (tricolord --placement=none) to show that the exactness checks catch it.
+//   - Local: every worker meters what it receives on meters of its own. Right for keys with one
+//     worker; with several it is the flaw of per-core meters (a key, or an aggregate, metered by each
+//     worker apart), kept only as a test switch (tricolord --placement=none, which makes aggregates and
+//     parents per worker too) to show that the exactness checks catch it.
 #include <cstdint>
 
 #include "dataplane/key_table.hpp"
@@ -27,7 +28,7 @@ enum class Placement : std::uint8_t { shared, by_key_hash, steered, local };
 // The engine's choice for per-key rules when it has several workers.
 enum class PlacementMode : std::uint8_t {
   keys_by_hash,  // each key owned by one worker: by the NIC's hash when steered, else by handoff
-  none,          // test only: each worker meters what it receives (keys may be metered twice)
+  none,          // test only: each worker meters what it receives on meters of its own
 };
 
 // The address fields every RX port hashes on when the ports steer by RSS (neither: no steering).

@@ -215,10 +215,14 @@ struct CompiledRule {
 };
 
 // A rule's state owned by one worker: its counters (for the rule's name, whatever the set) and its key
-// table (for the rule's key definition: replaced, in a later set, when that changes).
+// table (for the rule's key definition: replaced, in a later set, when that changes); and the
+// aggregate and parent meters it checks: the rule's shared ones, or, with placement off (a test
+// switch, placement.hpp), meters of this worker's own.
 struct WorkerRule {
   WorkerRuleCounters* counters = nullptr;
   KeyedMeters* keys = nullptr;  // per-key rules
+  policer::SharedMeter* aggregate = nullptr;
+  policer::SharedMeter* parent = nullptr;  // null without a parent
 };
 
 struct RuleSet {

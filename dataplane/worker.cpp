@@ -175,7 +175,7 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
   if (fallbacks == 0) return;
   counters.table_full.add(fallbacks);
   if (rule.per_key.fallback == KeyFallback::aggregate) {
-    check_shared(*rule.aggregate, profile, rule.profile_generation, rule.history, {fb_times, fallbacks},
+    check_shared(*mine.aggregate, profile, rule.profile_generation, rule.history, {fb_times, fallbacks},
                  {fb_lengths, fallbacks}, blind ? std::span<const Color>() : std::span<const Color>(fb_in, fallbacks),
                  {fb_out, fallbacks});
     for (std::size_t j = 0; j < fallbacks; ++j) out[fb_slot[j]] = fb_out[j];
@@ -261,6 +261,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     const std::size_t count = end - start;
     const std::span<const std::uint8_t> group(order + start, count);
     const CompiledRule& cr = set.rules[r];
+    const WorkerRule& mine = set.worker_rule(r, id_);
     const bool blind = cr.input == InputColor::blind;
 
     std::uint64_t times[kMaxBurst];
@@ -274,7 +275,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       in[k] = input_color(cr, parsed[i]);
     }
     if (cr.per_key.kind == KeyKind::none) {
-      check_shared(*cr.aggregate, *cr.profile, cr.profile_generation, cr.history, {times, count}, {lengths, count},
+      check_shared(*mine.aggregate, *cr.profile, cr.profile_generation, cr.history, {times, count}, {lengths, count},
                    blind ? std::span<const Color>() : std::span<const Color>(in, count), {out, count});
     } else {
       meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), {times, count}, {lengths, count}, {in, count}, {out, count}, verdicts);
@@ -296,13 +297,13 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
         p_slot[forwarded++] = k;
       }
       if (forwarded != 0) {
-        check_shared(*cr.parent, *cr.parent_profile, cr.parent_generation, cr.parent_history, {p_times, forwarded},
+        check_shared(*mine.parent, *cr.parent_profile, cr.parent_generation, cr.parent_history, {p_times, forwarded},
                      {p_lengths, forwarded}, {p_in, forwarded}, {p_out, forwarded});
         for (std::size_t j = 0; j < forwarded; ++j) out[p_slot[j]] = p_out[j];
       }
     }
 
-    WorkerRuleCounters& counters = *set.worker_rule(r, id_).counters;
+    WorkerRuleCounters& counters = *mine.counters;
     std::uint64_t first_metered = UINT64_MAX, last_metered = 0;
     for (std::size_t k = 0; k < count; ++k) {
       const std::size_t i = group[k];

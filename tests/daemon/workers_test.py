@@ -13,8 +13,8 @@ capture's (net_pcap RX timestamps), so the daemon's colors can be compared with 
   two queues   the capture split by flow over two net_pcap RX queues, so each source's flows reach
                both workers: each key is metered by exactly one worker (--dump-keys says which), each
                key's and each aggregate's green bytes stay within CBS + CIR * T + one packet.
-  none         the same with --placement=none (each worker meters the keys it receives): the checks
-               above must fail, or they prove nothing.
+  none         the same with --placement=none (each worker meters what it receives on meters of its
+               own): the checks above must fail, for keys and aggregates, or they prove nothing.
 In every run: packets of one flow leave in the order they arrived; nothing is lost (rx = tx, no
 handoff drop, every mbuf back).
 
@@ -222,10 +222,11 @@ def main():
         assert "PLACEMENT OFF" in errors, errors
         failures = exactness_failures(final, dumped, packets)
         twice = [f for f in failures if "metered by workers" in f]
-        over = [f for f in failures if "green bytes >" in f]
-        assert twice and over, f"--placement=none went unnoticed: {failures}"
-        print(f"placement none: caught: {len(twice)} keys metered twice, {len(over)} keys over their bound, e.g. "
-              f"{twice[0]}; {over[0]}")
+        over = [f for f in failures if "green bytes >" in f and " key " in f]
+        rules_over = [f for f in failures if f.startswith("rule ") and " key " not in f]
+        assert twice and over and rules_over, f"--placement=none went unnoticed: {failures}"
+        print(f"placement none: caught: {len(twice)} keys metered twice, {len(over)} keys and {len(rules_over)} "
+              f"aggregates over their bound, e.g. {twice[0]}; {over[0]}; {rules_over[0]}")
 
 
 if __name__ == "__main__":
