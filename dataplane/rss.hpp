@@ -31,9 +31,10 @@
 //
 // Limits: a driver whose types mean something else (one that classifies a TCP packet as
 // NONFRAG_IPV4_TCP and leaves it unhashed when that type is off) would put such packets on queue 0;
-// packets a NIC does not hash at all (non-IP, tunnels or tag stacks it does not parse) land on queue
-// 0 too. This has not been tried on hardware here: the unit test checks the plan against DPDK's
-// software Toeplitz hash (rte_softrss), itself checked against Microsoft's verification vectors.
+// packets a NIC does not hash at all (non-IP; IPv6 behind extension headers, tunnels or tag stacks it
+// does not parse) land on queue 0 too, apart from the rest of their key. Not tried on hardware here:
+// the unit test checks the plan against DPDK's software Toeplitz hash (rte_softrss), itself checked
+// against Microsoft's verification vectors, and apply_rss reads back what the port took.
 #include <rte_ethdev.h>
 
 #include <cstdint>
