@@ -239,6 +239,19 @@ int main(int argc, char** argv) {
     engine_options.memory.push_back(worker_memory.back().get());
   }
   if (o.max_classifier_entries != 0) engine_options.limits.max_classifier_entries = o.max_classifier_entries;
+  // NIC steering (dataplane/rss.hpp): on when every RX port hashes on address fields that every
+  // per-key rule's key holds; then those keys need no handoff.
+  RssPlan steering;
+  if (workers > 1 && o.placement == PlacementMode::keys_by_hash) {
+    std::vector<RssCapabilities> capabilities;
+    for (std::uint16_t port : ports)
+      if (auto c = rss_capabilities(port)) capabilities.push_back(*c);
+    steering = plan_rss(policy->rules, workers, capabilities);
+    if (steering.enabled) {
+      engine_options.steering.src = steering.fields == HashedFields::src || steering.fields == HashedFields::src_and_dst;
+      engine_options.steering.dst = steering.fields == HashedFields::dst || steering.fields == HashedFields::src_and_dst;
+    }
+  }
   auto engine = Engine::create(*policy, *tick_rate, engine_options);
   if (!engine) {
     std::string message = "policy " + quote(o.policy_path, kQuotePathMaxBytes) + ": " + engine.error().message;
@@ -259,6 +272,7 @@ int main(int argc, char** argv) {
   port_options.mtu = o.mtu;
   port_options.rx_timestamp = !tsc_clock;
   port_options.queues = static_cast<std::uint16_t>(workers);
+  if (steering.enabled) port_options.steering = &steering;
   const std::uint64_t handoff_slots = workers > 1 ? std::uint64_t{workers} * (workers - 1) * o.handoff_ring : 0;
   const std::uint32_t mbufs =
       o.mbufs != 0 ? o.mbufs : mbufs_needed(ports, port_options, rte_lcore_count(), handoff_slots);
@@ -286,6 +300,7 @@ int main(int argc, char** argv) {
   // Each worker's share: RX queue q of a port is worker q's; TX queue w of a port is worker w's, or,
   // on a port with fewer TX queues than workers, shared under a lock.
   std::vector<ForwarderPlan> plans(workers);
+  bool all_steered = true;
   std::vector<std::unique_ptr<TxLock[]>> tx_locks;
   for (const Path& path : paths)
     for (ForwarderPlan& plan : plans) plan.egress[path.rx_port] = path.tx_port;
@@ -296,13 +311,14 @@ int main(int argc, char** argv) {
       fail(control::kExitRuntime, facts.error().message);
     }
     started.push_back(port);
+    all_steered = all_steered && facts->steered;
     forwarder_options.vlan_insert[port] = facts->vlan_insert;
     std::string line = "port " + std::to_string(port) + " " + facts->name + " (" + facts->driver + ", socket " +
                        std::to_string(facts->socket) + "): MTU " + std::to_string(facts->mtu) +
                        (facts->scatter ? ", multi-segment RX" : "") + ", link " + link_text(port);
     if (workers > 1) {
       line += "; " + std::to_string(facts->rx_queues) + " RX queue" + (facts->rx_queues > 1 ? "s" : "") +
-              (facts->rss ? " (RSS)" : "") + ", " + std::to_string(facts->tx_queues) + " TX queue" +
+              (facts->steered ? " (RSS steering keys)" : facts->rss ? " (RSS)" : "") + ", " + std::to_string(facts->tx_queues) + " TX queue" +
               (facts->tx_queues > 1 ? "s" : "");
       if (facts->rx_queues < workers)
         line += "; receives on worker" + std::string(facts->rx_queues > 1 ? "s 0-" + std::to_string(facts->rx_queues - 1)
@@ -321,6 +337,16 @@ int main(int argc, char** argv) {
   }
   for (const Path& path : paths)
     say("path: port " + std::to_string(path.rx_port) + " -> port " + std::to_string(path.tx_port));
+  if (workers > 1 && o.placement == PlacementMode::keys_by_hash) {
+    if (steering.enabled && !all_steered) {
+      steering.enabled = false;
+      steering.reason = "a port would not take the plan (said above)";
+      if (auto replanned = (*engine)->set_steering({}); !replanned)
+        fail(control::kExitRuntime, "cannot place the keys without steering: " + replanned.error().message);
+    }
+    say(steering.enabled ? "RSS steering on: the ports hash on the keys' addresses; per-key rules need no handoff"
+                         : "RSS steering off: " + steering.reason);
+  }
   // The rings between workers: one per ordered pair, single producer and single consumer, on the
   // consumer's socket.
   std::vector<Ring> rings;

@@ -146,6 +146,14 @@ Engine::~Engine() = default;
 
 Expected<bool> Engine::update(const Policy& policy) { return update(policy, limits_); }
 
+Expected<bool> Engine::set_steering(const Steering& steering) {
+  const Steering before = steering_;
+  steering_ = steering;
+  auto published = update(Policy(policy()));
+  if (!published) steering_ = before;
+  return published;
+}
+
 Expected<bool> Engine::update(const Policy& policy, const EngineLimits& limits) {
   // The plan dies after the commit with whatever the commit did not take; if preparing it failed,
   // with everything it had made (a classifier, key tables).

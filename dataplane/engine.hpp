@@ -81,6 +81,10 @@ class Engine {
   Expected<bool> update(const Policy& policy);
   Expected<bool> update(const Policy& policy, const EngineLimits& limits);
   const EngineLimits& limits() const noexcept { return limits_; }
+  // The fields the RX ports hash on, when they steer keys to workers (placement.hpp); republishes
+  // the policy with the placement that follows. Before the workers start (a port that would not take
+  // the steering plan turns it off).
+  Expected<bool> set_steering(const Steering& steering);
 
   // Frees what retired rule sets owned once every online worker has passed a quiescent point since.
   // Never waits. Called by the control thread periodically (and by process() below).

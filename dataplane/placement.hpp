@@ -31,7 +31,8 @@ enum class PlacementMode : std::uint8_t {
   none,          // test only: each worker meters what it receives on meters of its own
 };
 
-// The address fields every RX port hashes on when the ports steer by RSS (neither: no steering).
+// The address fields every RX port hashes on when the ports steer by RSS (neither: no steering;
+// rss.hpp makes the plan).
 struct Steering {
   bool src = false;
   bool dst = false;

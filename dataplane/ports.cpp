@@ -160,7 +160,9 @@ Expected<PortFacts> start_port(std::uint16_t port, rte_mempool* pool, const Port
   // to spread flows over them (a flow stays on one queue, so in order); where a port has none, its
   // queues are its own (net_pcap: one per file).
   std::tie(facts.rx_queues, facts.tx_queues) = queues_of(port, options.queues);
-  if (facts.rx_queues > 1 && info.flow_type_rss_offloads != 0) {
+  if (options.steering != nullptr && fill_rss_conf(*options.steering, port, conf)) {
+    facts.rss = facts.steered = true;
+  } else if (facts.rx_queues > 1 && info.flow_type_rss_offloads != 0) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP);
     facts.rss = conf.rx_adv_conf.rss_conf.rss_hf != 0;
@@ -193,6 +195,14 @@ Expected<PortFacts> start_port(std::uint16_t port, rte_mempool* pool, const Port
     if (const int rc = rte_eth_tx_queue_setup(port, q, tx_desc, facts.socket, &txconf); rc != 0)
       return close_on_error(port_error(port, "cannot set up TX queue " + std::to_string(q), rc));
   if (const int rc = rte_eth_dev_start(port); rc != 0) return close_on_error(port_error(port, "cannot start it", rc));
+  // The steering plan again, now that the port runs (some drivers ignore the key given at configure),
+  // and read back. A port that will not take it spreads flows by whatever hash it now has; the
+  // caller turns steering off for every port (rss.hpp: all or none).
+  if (facts.steered)
+    if (auto refused = apply_rss(port, *options.steering)) {
+      facts.steered = false;
+      facts.notes.push_back("RSS steering refused (" + refused->message + ")");
+    }
 
   // A bump in the wire sees every frame, whatever its destination address.
   facts.promiscuous = rte_eth_promiscuous_enable(port) == 0 && rte_eth_promiscuous_get(port) == 1;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/rss.hpp"
 #include "policer/expected.hpp"
 
 namespace tricolor::dataplane {
@@ -23,6 +24,7 @@ struct PortOptions {
   std::uint32_t mtu = 9000;     // capped by what the port and the mbufs allow (said in PortFacts)
   bool rx_timestamp = false;    // required: a port that cannot timestamp what it receives is refused
   std::uint16_t queues = 1;     // RX and TX queues wanted: one per worker
+  const RssPlan* steering = nullptr;  // an enabled plan: the port steers keys to workers (rss.hpp)
 };
 
 // What a port is and how it was set up, for the operator.
@@ -34,6 +36,7 @@ struct PortFacts {
   std::uint32_t mtu = 0;
   std::uint16_t rx_queues = 1, tx_queues = 1;  // as set up (at most PortOptions::queues)
   bool rss = false;           // the port spreads flows over its RX queues by its RSS hash
+  bool steered = false;       // ... by the steering plan's hash, key and RETA, read back as asked
   bool scatter = false;       // frames larger than an mbuf arrive as chains
   bool vlan_insert = false;   // the port inserts a stripped VLAN tag again on transmit
   bool promiscuous = false;

@@ -182,6 +182,7 @@ def main():
         final, frames, dumped, errors = run_daemon(workdir, "one-queue", [whole], len(packets))
         check_delivery("one queue", final, frames, len(packets))
         assert "each key metered by one worker, chosen by a hash of the key" in errors, errors
+        assert "RSS steering off: port 0 (net_pcap) has 1 RX queue for 2 workers" in errors, errors
         differ = collections.Counter()
         for frame in frames:
             seq, color, rule, _, _ = decode(frame)
