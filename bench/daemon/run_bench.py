@@ -62,6 +62,7 @@ class Run:
     frames: str
     flows: int
     round: int
+    workers: int = 1             # forwarding lcores (testpmd's --nb-cores, tricolord's workers)
     ok: bool = False
     mpps: float = 0.0            # received (processed) per second, millions
     forwarded_mpps: float = 0.0  # sent on port 1
@@ -84,16 +85,22 @@ class Bench:
         self.memory = memory
         self.serial = 0
 
-    def command(self, program, capture, packets, flows, prefix):
+    def command(self, program, capture, packets, flows, prefix, workers):
         args = self.args
-        eal = ["-l", "0,1", "--main-lcore", "0", "--no-pci", "--file-prefix", prefix,
-               "--vdev", f"net_pcap0,rx_pcap={capture},infinite_rx=1", "--vdev", "net_null0,no-rx=1"]
-        eal += self.memory.eal_args(packets, flows)
-        mbufs = mbufs_for(packets)
+        # One worker: main lcore on core 0, the worker on core 1. Two: the second worker beside the main
+        # lcore on core 0 (it sleeps between its turns), each worker with an RX queue of its own (the
+        # capture preloaded once per queue) and a TX queue of its own.
+        lcores = ["-l", "0,1"] if workers == 1 else ["--lcores", "0@0,1@1,2@0"]
+        rx = ",".join([f"rx_pcap={capture}"] * workers)
+        eal = [*lcores, "--main-lcore", "0", "--no-pci", "--file-prefix", prefix,
+               "--vdev", f"net_pcap0,{rx},infinite_rx=1", "--vdev", "net_null0,no-rx=1"]
+        eal += self.memory.eal_args(packets * workers, flows)
+        mbufs = mbufs_for(packets * workers)
         own_limit = int(STARTUP_LIMIT_S + args.warmup + args.measure + 10)   # the program's own end
         if program == "testpmd":
             return [args.testpmd, *eal, "--", "--forward-mode=io", "--auto-start", "--stats-period", "1",
-                    f"--total-num-mbufs={mbufs}", "--nb-cores=1", "--rxq=1", "--txq=1"], TestpmdParser(), own_limit
+                    f"--total-num-mbufs={mbufs}", f"--nb-cores={workers}", f"--rxq={workers}", f"--txq={workers}"], \
+                TestpmdParser(), own_limit
         if program == "qos_meter":
             return [args.qos_meter, *eal, "--", "-p", "3", "-n", str(mbufs), "-T", str(own_limit)], \
                 QosMeterParser(), own_limit
@@ -101,13 +108,13 @@ class Bench:
         return [args.tricolord, *eal, "--", "--policy", policy, "--json", "--stats-interval", "1",
                 "--duration", str(own_limit), "--mbufs", str(mbufs)], TricolordParser(), own_limit
 
-    def run(self, program, frames, flows, capture, packets, round_):
+    def run(self, program, frames, flows, capture, packets, round_, workers=1):
         self.serial += 1
         prefix = f"tricolor-bench-{os.getpid()}-{self.serial}"
-        log_path = os.path.join(self.args.workdir, "logs", f"{frames}-{flows}-{program}-r{round_}.log")
+        log_path = os.path.join(self.args.workdir, "logs", f"{frames}-{flows}-w{workers}-{program}-r{round_}.log")
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
-        argv, parser, own_limit = self.command(program, capture, packets, flows, prefix)
-        result = Run(program, frames, flows, round_, log=log_path, load=os.getloadavg())
+        argv, parser, own_limit = self.command(program, capture, packets, flows, prefix, workers)
+        result = Run(program, frames, flows, round_, workers, log=log_path, load=os.getloadavg())
         # The outer timeout ends the program whatever happens to this script; SIGINT first (testpmd,
         # qos_meter and tricolord all stop cleanly on it), SIGKILL STOP_LIMIT_S later.
         hard_limit = own_limit + STOP_LIMIT_S
@@ -289,18 +296,21 @@ def median(values):
     return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
 
 
-def table(runs, programs, frames_list, flows_list, metric="mpps"):
+def table(runs, programs, frames_list, flows_list, metric="mpps", workers_list=(1,)):
     heads = {"testpmd": "testpmd io", "qos_meter": "qos_meter (256 meters)",
              "tricolord-aggregate": "tricolord aggregate", "tricolord-5tuple": "tricolord per-5-tuple"}
-    out = ["| frames | flows | " + " | ".join(heads[p] + " Mpps" for p in programs) + " |",
-           "|---|---:|" + "---:|" * len(programs)]
+    many = len(workers_list) > 1 or workers_list[0] != 1
+    out = ["| frames | flows | " + ("workers | " if many else "") + " | ".join(heads[p] + " Mpps" for p in programs) + " |",
+           "|---|---:|" + ("---:|" if many else "") + "---:|" * len(programs)]
     for frames in frames_list:
         for flows in flows_list:
+          for workers in workers_list:
             cells = []
             ceiling = None
             for program in programs:
                 ok = [getattr(r, metric) for r in runs
-                      if r.ok and getattr(r, metric) and (r.program, r.frames, r.flows) == (program, frames, flows)]
+                      if r.ok and getattr(r, metric)
+                      and (r.program, r.frames, r.flows, r.workers) == (program, frames, flows, workers)]
                 if not ok:
                     cells.append("failed")
                     continue
@@ -313,23 +323,24 @@ def table(runs, programs, frames_list, flows_list, metric="mpps"):
                 else:
                     cells.append(f"{value:.2f}")
             label = "64 B" if frames == "64" else "IMIX"
-            out.append(f"| {label} | {_flows_label(flows)} | " + " | ".join(cells) + " |")
+            out.append(f"| {label} | {_flows_label(flows)} | " + (f"{workers} | " if many else "") + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
-def spread_lines(runs, programs, frames_list, flows_list):
+def spread_lines(runs, programs, frames_list, flows_list, workers_list=(1,)):
     """Per program and case: every round's rate, and forwarded / received (what the policy let pass)."""
     out = []
     for frames in frames_list:
         for flows in flows_list:
+          for workers in workers_list:
             parts = []
             for program in programs:
-                mine = [r for r in runs if (r.program, r.frames, r.flows) == (program, frames, flows)]
+                mine = [r for r in runs if (r.program, r.frames, r.flows, r.workers) == (program, frames, flows, workers)]
                 rates = "/".join(f"{r.mpps:.2f}@{100 * r.cpu_share:.0f}%" if r.ok else "x" for r in mine)
                 passed = [r.forwarded_mpps / r.mpps for r in mine if r.ok and r.mpps]
                 share = f", {100 * median(passed):.0f}% forwarded" if passed else ""
                 parts.append(f"{program} {rates}{share}")
-            out.append(f"  {frames:>4} {_flows_label(flows):>5}: " + "; ".join(parts))
+            out.append(f"  {frames:>4} {_flows_label(flows):>5} x{workers}: " + "; ".join(parts))
     return out
 
 
@@ -367,6 +378,8 @@ def parse_args():
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds after forwarding starts (default 2)")
     parser.add_argument("--measure", type=float, default=4.0, help="seconds between the snapshots (default 4)")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each program per case (default 3)")
+    parser.add_argument("--workers", default="1",
+                        help="forwarding lcores, e.g. 1,2: each case runs with each (qos_meter: 1 only; default 1)")
     parser.add_argument("--memory", choices=["auto", "huge", "no-huge"], default="auto")
     parser.add_argument("--smoke", action="store_true",
                         help="64-byte frames, 1 flow, one round, 1 s warm-up, 2 s measured, --no-huge")
@@ -380,6 +393,9 @@ def parse_args():
     args.frames_list = args.frames.split(",")
     args.flows_list = [int(f) for f in args.flows.split(",")]
     args.programs_list = args.programs.split(",")
+    args.workers_list = [int(w) for w in args.workers.split(",")]
+    if any(w not in (1, 2) for w in args.workers_list):
+        parser.error("--workers: 1 or 2 (this machine has 2 cores)")
     for frames in args.frames_list:
         if frames not in FRAMES:
             parser.error(f"--frames: {frames!r} is not one of {FRAMES}")
@@ -400,7 +416,7 @@ def main():
         sys.exit("run_bench: DPDK's EAL needs root here (memory, /var/run/dpdk)")
     os.makedirs(args.workdir, exist_ok=True)
     largest = max(args.flows_list)
-    need_mb = memory_mb_for(max(largest, make_capture.DEFAULT_MIN_PACKETS), largest)
+    need_mb = memory_mb_for(max(largest, make_capture.DEFAULT_MIN_PACKETS) * max(args.workers_list), largest)
     started = time.monotonic()
     runs = []
     with Memory(args.memory, need_mb) as memory:
@@ -413,21 +429,23 @@ def main():
             for flows in args.flows_list:
                 capture, packets = capture_for(args.workdir, frames, flows)
                 for round_ in range(args.rounds):
-                    shift = round_ % len(args.programs_list)
-                    for program in args.programs_list[shift:] + args.programs_list[:shift]:
-                        run = bench.run(program, frames, flows, capture, packets, round_)
+                  for workers in args.workers_list:
+                    programs = [p for p in args.programs_list if workers == 1 or p != "qos_meter"]
+                    shift = round_ % len(programs)
+                    for program in programs[shift:] + programs[:shift]:
+                        run = bench.run(program, frames, flows, capture, packets, round_, workers)
                         runs.append(run)
                         status = (f"{run.mpps:6.2f} Mpps received, {run.forwarded_mpps:6.2f} forwarded over "
                                   f"{run.seconds:.2f} s, worker on its core {100 * run.cpu_share:3.0f}% of it"
                                   if run.ok else f"FAILED: {run.error} (log {run.log})")
                         note = f" [{run.error}]" if run.ok and run.error else ""
-                        print(f"  {frames:>4} {_flows_label(flows):>5} round {round_ + 1} {program:<20} {status}{note}"
+                        print(f"  {frames:>4} {_flows_label(flows):>5} x{workers} round {round_ + 1} {program:<20} {status}{note}"
                               f"  (load {run.load[0]:.2f})", flush=True)
         memory_line = memory.describe()
     loads = [r.load[0] for r in runs]
     print()
     report = [
-        table(runs, args.programs_list, args.frames_list, args.flows_list),
+        table(runs, args.programs_list, args.frames_list, args.flows_list, workers_list=args.workers_list),
         "",
         "Each cell: the best of the rounds of the packets per second (millions) the program's worker "
         "received (= processed), from its own counters; in parentheses, the ratio to testpmd io's best "
@@ -437,11 +455,12 @@ def main():
         "ran, from /proc/PID/task/TID/schedstat): what time-slicing with other processes on core 1 does "
         "not change (their cache traffic still does):",
         "",
-        table(runs, args.programs_list, args.frames_list, args.flows_list, metric="oncpu_mpps"),
+        table(runs, args.programs_list, args.frames_list, args.flows_list, metric="oncpu_mpps",
+              workers_list=args.workers_list),
         "",
         "Every round's rate @ the worker's share of its core, and the share forwarded (the rest dropped "
         "by the policy):",
-        *spread_lines(runs, args.programs_list, args.frames_list, args.flows_list),
+        *spread_lines(runs, args.programs_list, args.frames_list, args.flows_list, args.workers_list),
     ]
     print("\n".join(report))
     print(f"memory: {memory_line}")
