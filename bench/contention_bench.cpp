@@ -7,7 +7,9 @@
 // section, catch-up included, as Worker::check_shared does), then the colors are consumed. Modes:
 // one_worker (core 0 alone), two_workers_own_meters (cores 0 and 1, one meter each, on cache lines
 // 128 bytes apart: the baseline without contention) and two_workers_same_meter (cores 0 and 1, one
-// meter). The contention cost is same_meter - own_meters, per packet and per burst. Two workers doing
+// meter). The contention cost is same_meter - own_meters, per packet and per burst.
+// BM_split_lock_meter/two_workers_same_meter/<burst> is the same critical section with the lock on a cache
+// line apart from the meter's (SplitLockMeter below, a comparison, not tricolor's SharedMeter). Two workers doing
 // nothing but metering is the worst case: real workers parse and classify between critical sections.
 //
 // BM_handoff/<mode>/<ring size>: pointers to 64-byte (one cache line) packets through one
@@ -23,7 +25,8 @@
 // core 0; it ends the window by its own clock and tells worker 1 (a thread pinned to core 1, started
 // once per benchmark run) to stop. Each worker counts its own TSC cycles and packets in the window, so
 // both measure the same interval of contention (neither finishes early and runs the rest alone).
-// Counters, in ns from the TSC rate:
+// Counters, in ns from the TSC rate, each the median over the run's windows (robust to a window in which
+// the kernel ran another process on one of the cores):
 //   ns_per_packet / ns_per_burst  mean over the workers of (worker's cycles / worker's packets)
 //   w0_ns, w1_ns                  the same per worker (lock fairness shows here)
 //   Mpps                          all workers' packets per second of window
@@ -52,6 +55,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "dataplane/eal.hpp"
@@ -66,7 +70,7 @@ using namespace tricolor;
 using policer::Color;
 
 constexpr int kCore[2] = {0, 1};               // worker 0 (the benchmark's thread), worker 1
-constexpr double kWindowSeconds = 2e-3;         // one benchmark iteration
+constexpr double kWindowSeconds = 1e-3;         // one benchmark iteration
 constexpr std::size_t kHandoffBurst = 32;       // packets per enqueue / dequeue
 constexpr std::size_t kMaxMeterBurst = 32;      // largest burst of BM_shared_meter
 constexpr std::size_t kConsumerPrefetch = 4;    // packets ahead, as Worker::process (kPrefetchAhead)
@@ -119,7 +123,9 @@ concept WorkerBody = requires(Body b, Tally& t) {
 };
 
 // Runs body0 on this thread (core 0) and, when given, body1 on a thread pinned to core 1, over windows
-// of kWindowSeconds, one per benchmark iteration. Returns the tallies, or nullopt after SkipWithError.
+// of kWindowSeconds, one per benchmark iteration. Returns each window's tallies, or nullopt after
+// SkipWithError. The figures are medians over the windows: a window in which the kernel ran something
+// else on one of the cores (other builds share them) is an outlier, not part of a mean.
 struct Window {
   std::atomic<std::uint64_t> round{0};  // worker 0 starts round r by storing r
   alignas(64) std::atomic<bool> stop{false};
@@ -128,15 +134,22 @@ struct Window {
   std::atomic<bool> pinned{true};
 };
 
+struct Windows {
+  std::vector<Tally> w0, w1;  // per window; w1 empty with one worker
+};
+
 template <WorkerBody Body0, WorkerBody Body1 = Body0>
-std::optional<std::pair<Tally, Tally>> run_windows(benchmark::State& state, Body0& body0, Body1* body1) {
+std::optional<Windows> run_windows(benchmark::State& state, Body0& body0, Body1* body1) {
   PinnedHere here(kCore[0]);
   if (!here.ok()) {
     state.SkipWithError("cannot pin the benchmark thread to core 0");
     return std::nullopt;
   }
   Window w;
-  Tally tally0, tally1;
+  Windows out;
+  const auto rounds = static_cast<std::size_t>(state.max_iterations);
+  out.w0.resize(rounds);
+  if (body1 != nullptr) out.w1.resize(rounds);
   std::thread helper;
   if (body1 != nullptr) {
     helper = std::thread([&] {
@@ -149,10 +162,12 @@ std::optional<std::pair<Tally, Tally>> run_windows(benchmark::State& state, Body
           __builtin_ia32_pause();
         }
         seen = r;
+        Tally t;
         const std::uint64_t start = rte_rdtsc();
-        while (!w.stop.load(std::memory_order_relaxed)) body1->step(tally1);
-        body1->finish(tally1);
-        tally1.cycles += rte_rdtsc() - start;
+        while (!w.stop.load(std::memory_order_relaxed)) body1->step(t);
+        body1->finish(t);
+        t.cycles = rte_rdtsc() - start;
+        out.w1[r - 1] = t;
         w.finished.store(r, std::memory_order_release);
       }
     });
@@ -162,16 +177,17 @@ std::optional<std::pair<Tally, Tally>> run_windows(benchmark::State& state, Body
   for (auto _ : state) {
     w.stop.store(false, std::memory_order_relaxed);
     w.round.store(++r, std::memory_order_release);
+    Tally t;
     const std::uint64_t start = rte_rdtsc();
     const std::uint64_t deadline = start + window_cycles;
-    while (rte_rdtsc() < deadline) body0.step(tally0);
-    body0.finish(tally0);
-    const std::uint64_t cycles = rte_rdtsc() - start;
+    while (rte_rdtsc() < deadline) body0.step(t);
+    body0.finish(t);
+    t.cycles = rte_rdtsc() - start;
     w.stop.store(true, std::memory_order_relaxed);
-    tally0.cycles += cycles;
+    out.w0[r - 1] = t;
     if (body1 != nullptr)
       while (w.finished.load(std::memory_order_acquire) != r) __builtin_ia32_pause();
-    state.SetIterationTime(static_cast<double>(cycles) * ns_per_cycle() * 1e-9);
+    state.SetIterationTime(static_cast<double>(t.cycles) * ns_per_cycle() * 1e-9);
   }
   if (body1 != nullptr) {
     w.quit.store(true, std::memory_order_release);
@@ -181,11 +197,26 @@ std::optional<std::pair<Tally, Tally>> run_windows(benchmark::State& state, Body
       return std::nullopt;
     }
   }
-  return std::make_pair(tally0, tally1);
+  out.w0.resize(r);
+  if (body1 != nullptr) out.w1.resize(r);
+  return out;
 }
 
 double per_packet_ns(std::uint64_t cycles, std::uint64_t packets) {
   return packets == 0 ? 0.0 : static_cast<double>(cycles) * ns_per_cycle() / static_cast<double>(packets);
+}
+double mpps(std::uint64_t packets, std::uint64_t cycles) {
+  return cycles == 0 ? 0.0 : static_cast<double>(packets) / (static_cast<double>(cycles) * ns_per_cycle() * 1e-3);
+}
+
+// The median over the windows of f(window index).
+template <class F>
+double median_over(std::size_t windows, F&& f) {
+  std::vector<double> v(windows);
+  for (std::size_t i = 0; i < windows; ++i) v[i] = f(i);
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -212,16 +243,49 @@ policer::Profile meter_profile() {
   return *profile;
 }
 
-// Two meters 128 bytes apart, so that workers on separate meters share no cache line (nor a pair of
-// lines an adjacent-line prefetcher fetches together).
+// For comparison only, not tricolor's: SharedMeter's critical section with the lock on a cache line of
+// its own. In SharedMeter the lock and the meter share one line, so a waiter spinning on the lock keeps
+// taking that line from the holder, whose every write to the meter then waits for it to come back.
+class SplitLockMeter {
+ public:
+  SplitLockMeter(const policer::Profile& p, std::uint64_t now) noexcept : meter_(p, now) {}
+
+  template <class CatchUp>
+  void check_burst_after(CatchUp&& catch_up, std::span<const std::uint64_t> times,
+                         std::span<const std::uint32_t> lengths, std::span<const Color> in,
+                         std::span<Color> colors) noexcept {
+    lock_.lock();
+    catch_up(meter_, generation_);
+    policer::with_algorithm(meter_.profile().algorithm(), [&](auto algo) {  // as SharedMeter::color_burst
+      using Algo = decltype(algo);
+      for (std::size_t i = 0; i < lengths.size(); ++i) {
+        Algo::advance(meter_.state(), meter_.profile(), times[i]);
+        const std::uint64_t cost = meter_.profile().cost(lengths[i]);
+        colors[i] = in.empty() ? Algo::decide_blind(meter_.state(), cost)
+                               : Algo::decide_aware(meter_.state(), cost, in[i]);
+      }
+    });
+    lock_.unlock();
+  }
+
+ private:
+  alignas(64) policer::SpinLock lock_;
+  alignas(64) policer::Meter meter_;
+  std::uint64_t generation_ = 0;
+};
+
+// Meters 128 bytes apart at least, so that workers on separate meters share no cache line (nor a pair
+// of lines an adjacent-line prefetcher fetches together).
+template <class M>
 struct alignas(128) PaddedMeter {
   explicit PaddedMeter(const policer::Profile& p) : meter(p, rte_rdtsc()) {}
-  policer::SharedMeter meter;
+  M meter;
 };
 
 // One worker's metering loop over bursts of `burst` packets.
+template <class M>
 struct MeterWorker {
-  policer::SharedMeter* meter;
+  M* meter;
   const policer::Profile* profile;
   std::size_t burst;
   std::size_t pos = 0;
@@ -231,7 +295,7 @@ struct MeterWorker {
   std::uint64_t times[kMaxMeterBurst];
   Color colors[kMaxMeterBurst];
 
-  MeterWorker(policer::SharedMeter& m, const policer::Profile& p, std::size_t b, std::uint32_t seed)
+  MeterWorker(M& m, const policer::Profile& p, std::size_t b, std::uint32_t seed)
       : meter(&m), profile(&p), burst(b) {
     for (std::size_t i = 0; i < kLengths; ++i) lengths[i] = kImix[(i * 7 + seed) % 12];
   }
@@ -256,28 +320,32 @@ static_assert(kLengths % kMaxMeterBurst == 0);
 
 enum class MeterMode { one_worker, two_workers_own_meters, two_workers_same_meter };
 
+template <class M>
 void bm_shared_meter(benchmark::State& state, MeterMode mode) {
   const auto burst = static_cast<std::size_t>(state.range(0));
   const policer::Profile profile = meter_profile();
-  const auto own0 = std::make_unique<PaddedMeter>(profile);
-  const auto own1 = std::make_unique<PaddedMeter>(profile);
-  auto w0 = std::make_unique<MeterWorker>(own0->meter, profile, burst, 0);
-  std::unique_ptr<MeterWorker> w1;
+  const auto own0 = std::make_unique<PaddedMeter<M>>(profile);
+  const auto own1 = std::make_unique<PaddedMeter<M>>(profile);
+  auto w0 = std::make_unique<MeterWorker<M>>(own0->meter, profile, burst, 0);
+  std::unique_ptr<MeterWorker<M>> w1;
   if (mode != MeterMode::one_worker)
-    w1 = std::make_unique<MeterWorker>(mode == MeterMode::two_workers_same_meter ? own0->meter : own1->meter,
-                                       profile, burst, 5);
-  const auto tallies = run_windows(state, *w0, w1.get());
-  if (!tallies) return;
-  const auto& [t0, t1] = *tallies;
-  const double ns0 = per_packet_ns(t0.cycles, t0.packets);
-  const double ns1 = w1 ? per_packet_ns(t1.cycles, t1.packets) : 0.0;
-  const double ns = w1 ? (ns0 + ns1) / 2 : ns0;
-  const std::uint64_t packets = t0.packets + t1.packets;
+    w1 = std::make_unique<MeterWorker<M>>(mode == MeterMode::two_workers_same_meter ? own0->meter : own1->meter,
+                                          profile, burst, 5);
+  const auto windows = run_windows(state, *w0, w1.get());
+  if (!windows) return;
+  const Windows& win = *windows;
+  const std::size_t n = win.w0.size();
+  const auto ns0 = [&](std::size_t i) { return per_packet_ns(win.w0[i].cycles, win.w0[i].packets); };
+  const auto ns1 = [&](std::size_t i) { return w1 ? per_packet_ns(win.w1[i].cycles, win.w1[i].packets) : 0.0; };
+  const auto both = [&](std::size_t i) { return win.w0[i].packets + (w1 ? win.w1[i].packets : 0); };
+  const double ns = median_over(n, [&](std::size_t i) { return w1 ? (ns0(i) + ns1(i)) / 2 : ns0(i); });
+  std::uint64_t packets = 0;
+  for (std::size_t i = 0; i < n; ++i) packets += both(i);
   state.counters["ns_per_packet"] = ns;
   state.counters["ns_per_burst"] = ns * static_cast<double>(burst);
-  state.counters["w0_ns"] = ns0;
-  state.counters["w1_ns"] = ns1;
-  state.counters["Mpps"] = static_cast<double>(packets) / (static_cast<double>(t0.cycles) * ns_per_cycle() * 1e-3);
+  state.counters["w0_ns"] = median_over(n, ns0);
+  state.counters["w1_ns"] = median_over(n, ns1);
+  state.counters["Mpps"] = median_over(n, [&](std::size_t i) { return mpps(both(i), win.w0[i].cycles); });
   state.counters["green"] =
       packets == 0 ? 0.0 : static_cast<double>(w0->green + (w1 ? w1->green : 0)) / static_cast<double>(packets);
   state.SetItemsProcessed(static_cast<std::int64_t>(packets));
@@ -402,34 +470,38 @@ void bm_handoff(benchmark::State& state, HandoffMode mode) {
   Producer producer{ring.get(), pool.get(), pool_size};
   Consumer consumer{ring.get()};
 
-  double consumer_ns = 0, producer_busy = 0, consumer_busy = 0, ns = 0;
+  double consumer_ns = 0, producer_busy = 0, consumer_busy = 0, rate = 0;
   std::uint64_t out_of_order = 0, consumed = 0;
   if (mode == HandoffMode::two_cores) {
-    const auto tallies = run_windows(state, producer, &consumer);
-    if (!tallies) return;
-    const auto& [tp, tc] = *tallies;
-    consumer_ns = per_packet_ns(tc.cycles, tc.packets);
-    producer_busy = per_packet_ns(tp.cycles - tp.wait_cycles, tp.packets);
-    consumer_busy = per_packet_ns(tc.cycles - tc.wait_cycles, tc.packets);
-    ns = consumer_ns;
+    const auto windows = run_windows(state, producer, &consumer);
+    if (!windows) return;
+    const Windows& win = *windows;
+    const std::size_t n = win.w0.size();
+    consumer_ns = median_over(n, [&](std::size_t i) { return per_packet_ns(win.w1[i].cycles, win.w1[i].packets); });
+    producer_busy = median_over(
+        n, [&](std::size_t i) { return per_packet_ns(win.w0[i].cycles - win.w0[i].wait_cycles, win.w0[i].packets); });
+    consumer_busy = median_over(
+        n, [&](std::size_t i) { return per_packet_ns(win.w1[i].cycles - win.w1[i].wait_cycles, win.w1[i].packets); });
+    rate = median_over(n, [&](std::size_t i) { return mpps(win.w1[i].packets, win.w0[i].cycles); });
     out_of_order = consumer.out_of_order;
-    consumed = tc.packets;
-    state.counters["Mpps"] = static_cast<double>(tc.packets) / (static_cast<double>(tp.cycles) * ns_per_cycle() * 1e-3);
+    for (const Tally& t : win.w1) consumed += t.packets;
   } else {
     ProduceConsume both{producer, consumer, {}};
-    const auto tallies = run_windows<ProduceConsume, ProduceConsume>(state, both, nullptr);
-    if (!tallies) return;
-    const Tally& t = tallies->first;
-    ns = consumer_ns = producer_busy = per_packet_ns(t.cycles, t.packets);
+    const auto windows = run_windows<ProduceConsume, ProduceConsume>(state, both, nullptr);
+    if (!windows) return;
+    const std::vector<Tally>& win = windows->w0;
+    consumer_ns = producer_busy =
+        median_over(win.size(), [&](std::size_t i) { return per_packet_ns(win[i].cycles, win[i].packets); });
+    rate = median_over(win.size(), [&](std::size_t i) { return mpps(win[i].packets, win[i].cycles); });
     out_of_order = both.consumer.out_of_order;
     consumed = both.consumed.packets;
-    state.counters["Mpps"] = static_cast<double>(consumed) / (static_cast<double>(t.cycles) * ns_per_cycle() * 1e-3);
   }
   if (out_of_order != 0) {
     state.SkipWithError(("the consumer saw " + std::to_string(out_of_order) + " packets out of order").c_str());
     return;
   }
-  state.counters["ns_per_packet"] = ns;
+  state.counters["ns_per_packet"] = consumer_ns;
+  state.counters["Mpps"] = rate;
   state.counters["consumer_ns"] = consumer_ns;
   state.counters["producer_busy_ns"] = producer_busy;
   state.counters["consumer_busy_ns"] = consumer_busy;
@@ -445,11 +517,13 @@ class KeepingReporter : public benchmark::ConsoleReporter {
     for (const Run& run : runs) {
       if (run.error_occurred) continue;
       const bool aggregate = run.run_type == Run::RT_Aggregate;
+      std::string name = run.run_name.str();
+      if (const auto at = name.find("/manual_time"); at != std::string::npos) name.erase(at);
       if (aggregate && run.aggregate_name != "median") continue;
-      if (!aggregate && aggregated_.contains(run.run_name.str())) continue;
-      auto& kept = results_[run.run_name.str()];
+      if (!aggregate && aggregated_.contains(name)) continue;
+      auto& kept = results_[name];
       for (const auto& [name, counter] : run.counters) kept[name] = counter.value;
-      if (aggregate) aggregated_.insert({run.run_name.str(), true});
+      if (aggregate) aggregated_.insert({name, true});
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -481,7 +555,8 @@ void print_tables(const KeepingReporter& reporter) {
               "core %d, worker 1 on core %d_\n\n",
               static_cast<double>(g_tsc_hz) * 1e-9, kCore[0], kCore[1]);
   std::printf("| burst | 1 worker | 2 workers, own meters | 2 workers, same meter | contention per packet | "
-              "contention per burst | Mpps own / same |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+              "contention per burst | Mpps own / same | same meter, lock on its own line (comparison) |\n"
+              "|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int burst : {4, 8, 32}) {
     const std::string b = std::to_string(burst);
     double own = 0, same = 0;
@@ -489,11 +564,12 @@ void print_tables(const KeepingReporter& reporter) {
     const std::string own_s = cell(r, "BM_shared_meter/two_workers_own_meters/" + b, "ns_per_packet", &own);
     const std::string same_s = cell(r, "BM_shared_meter/two_workers_same_meter/" + b, "ns_per_packet", &same);
     const bool both = own_s != "—" && same_s != "—";
-    std::printf("| %d | %s | %s | %s | %s | %s | %s / %s |\n", burst, one.c_str(), own_s.c_str(), same_s.c_str(),
+    std::printf("| %d | %s | %s | %s | %s | %s | %s / %s | %s |\n", burst, one.c_str(), own_s.c_str(), same_s.c_str(),
                 both ? num(same - own).c_str() : "—",
                 both ? num((same - own) * burst).c_str() : "—",
                 cell(r, "BM_shared_meter/two_workers_own_meters/" + b, "Mpps").c_str(),
-                cell(r, "BM_shared_meter/two_workers_same_meter/" + b, "Mpps").c_str());
+                cell(r, "BM_shared_meter/two_workers_same_meter/" + b, "Mpps").c_str(),
+                cell(r, "BM_split_lock_meter/two_workers_same_meter/" + b, "ns_per_packet").c_str());
   }
   std::printf("\n| ring | one core: produce + consume | two cores: at the consumer | producer busy | consumer busy | "
               "busy sum - one core |\n|---:|---:|---:|---:|---:|---:|\n");
@@ -511,14 +587,19 @@ void print_tables(const KeepingReporter& reporter) {
 }
 
 void register_benchmarks() {
-  const std::pair<const char*, MeterMode> meter_modes[] = {
-      {"BM_shared_meter/one_worker", MeterMode::one_worker},
-      {"BM_shared_meter/two_workers_own_meters", MeterMode::two_workers_own_meters},
-      {"BM_shared_meter/two_workers_same_meter", MeterMode::two_workers_same_meter},
+  using Bench = void (*)(benchmark::State&, MeterMode);
+  const std::tuple<const char*, Bench, MeterMode> meter_modes[] = {
+      {"BM_shared_meter/one_worker", bm_shared_meter<policer::SharedMeter>, MeterMode::one_worker},
+      {"BM_shared_meter/two_workers_own_meters", bm_shared_meter<policer::SharedMeter>,
+       MeterMode::two_workers_own_meters},
+      {"BM_shared_meter/two_workers_same_meter", bm_shared_meter<policer::SharedMeter>,
+       MeterMode::two_workers_same_meter},
+      {"BM_split_lock_meter/two_workers_same_meter", bm_shared_meter<SplitLockMeter>,
+       MeterMode::two_workers_same_meter},
   };
   for (int burst : {4, 8, 32})
-    for (const auto& [name, mode] : meter_modes)
-      benchmark::RegisterBenchmark(name, bm_shared_meter, mode)->Arg(burst)->UseManualTime()->Unit(benchmark::kMillisecond);
+    for (const auto& [name, fn, mode] : meter_modes)
+      benchmark::RegisterBenchmark(name, fn, mode)->Arg(burst)->UseManualTime()->Unit(benchmark::kMillisecond);
   const std::pair<const char*, HandoffMode> handoff_modes[] = {
       {"BM_handoff/one_core", HandoffMode::one_core},
       {"BM_handoff/two_cores", HandoffMode::two_cores},
