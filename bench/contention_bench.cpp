@@ -515,7 +515,10 @@ class KeepingReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) {
-      if (run.error_occurred) continue;
+      if (run.error_occurred) {
+        failed_ = true;
+        continue;
+      }
       const bool aggregate = run.run_type == Run::RT_Aggregate;
       std::string name = run.run_name.str();
       if (const auto at = name.find("/manual_time"); at != std::string::npos) name.erase(at);
@@ -528,8 +531,10 @@ class KeepingReporter : public benchmark::ConsoleReporter {
     ConsoleReporter::ReportRuns(runs);
   }
   const std::map<std::string, std::map<std::string, double>>& results() const { return results_; }
+  bool failed() const { return failed_; }
 
  private:
+  bool failed_ = false;
   std::map<std::string, std::map<std::string, double>> results_;
   std::map<std::string, bool> aggregated_;
 };
@@ -628,8 +633,10 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("cores", std::to_string(kCore[0]) + "," + std::to_string(kCore[1]));
   register_benchmarks();
   KeepingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+  const std::size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   print_tables(reporter);
-  return 0;
+  // Nothing run (a filter that matches nothing) or a benchmark that stopped with an error (a core it
+  // could not pin to, packets out of order) fails the run, and so the smoke test.
+  return ran == 0 || reporter.failed() ? 1 : 0;
 }
