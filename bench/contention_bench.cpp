@@ -21,7 +21,7 @@
 // Packets come from a pool of ring size + 64 taken in order, so that no packet is rewritten while the
 // ring or the consumer's burst still holds it.
 //
-// Timing: each benchmark iteration is a window of kWindow. Worker 0 is the benchmark's thread, pinned to
+// Timing: each benchmark iteration is a window of kWindowSeconds (1 ms). Worker 0 is the benchmark's thread, pinned to
 // core 0; it ends the window by its own clock and tells worker 1 (a thread pinned to core 1, started
 // once per benchmark run) to stop. Each worker counts its own TSC cycles and packets in the window, so
 // both measure the same interval of contention (neither finishes early and runs the rest alone).
