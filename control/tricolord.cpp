@@ -282,12 +282,7 @@ int main(int argc, char** argv) {
 
   ForwarderOptions forwarder_options;
   forwarder_options.clock = o.clock;
-  if (workers > 1) {
-    static const rte_mbuf_dynfield handed_field = {"tricolor_handed", sizeof(Handed), alignof(Handed), 0};
-    forwarder_options.handed_offset = rte_mbuf_dynfield_register(&handed_field);
-    if (forwarder_options.handed_offset < 0)
-      fail(control::kExitRuntime, std::string("cannot register the mbuf field for handoffs: ") + rte_strerror(rte_errno));
-  }
+
   if (!tsc_clock) {
     if (rte_mbuf_dyn_rx_timestamp_register(&forwarder_options.timestamp.offset, &forwarder_options.timestamp.flag) != 0)
       fail(control::kExitRuntime, std::string("cannot register the mbuf RX timestamp field: ") + rte_strerror(rte_errno));
@@ -356,8 +351,9 @@ int main(int argc, char** argv) {
       for (unsigned from = 0; from < workers; ++from) {
         if (from == to) continue;
         const std::string name = "tricolor_handoff_" + std::to_string(from) + "_" + std::to_string(to);
-        rte_ring* ring = rte_ring_create(name.c_str(), o.handoff_ring, static_cast<int>(rte_lcore_to_socket_id(worker_lcores[to])),
-                                         RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
+        rte_ring* ring = rte_ring_create_elem(name.c_str(), sizeof(HandedPacket), o.handoff_ring,
+                                              static_cast<int>(rte_lcore_to_socket_id(worker_lcores[to])),
+                                              RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
         if (ring == nullptr) {
           stop_ports();
           fail(control::kExitRuntime, "cannot create the handoff ring " + name + ": " + rte_strerror(rte_errno));
@@ -429,9 +425,9 @@ int main(int argc, char** argv) {
   rte_eal_mp_wait_lcore();
   std::uint64_t left_in_rings = 0;
   for (const Ring& ring : rings) {
-    void* left[Forwarder::kBurst];
-    while (const unsigned n = rte_ring_dequeue_burst(ring.get(), left, Forwarder::kBurst, nullptr)) {
-      rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(left), n);
+    HandedPacket left[Forwarder::kBurst];
+    while (const unsigned n = rte_ring_dequeue_burst_elem(ring.get(), left, sizeof(HandedPacket), Forwarder::kBurst, nullptr)) {
+      for (unsigned i = 0; i < n; ++i) rte_pktmbuf_free(left[i].mbuf);
       left_in_rings += n;
     }
   }

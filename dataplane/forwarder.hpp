@@ -49,14 +49,22 @@ struct ForwarderOptions {
   ClockSource clock = ClockSource::tsc;
   RxTimestampField timestamp;                        // with ClockSource::rx_timestamp
   std::array<bool, RTE_MAX_ETHPORTS> vlan_insert{};  // ports that insert a VLAN tag on transmit
-  int handed_offset = -1;  // the mbuf field (rte_mbuf_dyn) that carries Handed between workers
 };
+
+// What a handoff ring carries: the packet and what its receiver learned (rte_ring elements of 16
+// bytes, so that the owner does not wait for one more of the mbuf's cache lines from the receiver's core).
+struct HandedPacket {
+  rte_mbuf* mbuf = nullptr;
+  Handed handed;
+};
+static_assert(sizeof(HandedPacket) == 16);
 
 // One worker's share of the ports and its rings to and from the other workers.
 struct ForwarderPlan {
   std::vector<RxQueue> rx;                              // the RX queues it polls
   std::array<std::uint16_t, RTE_MAX_ETHPORTS> egress{};  // by receiving port: the port its packets leave by
   std::array<TxQueue, RTE_MAX_ETHPORTS> tx{};            // by port: its TX queue there
+  // Rings of HandedPacket (rte_ring_create_elem), single producer and single consumer.
   std::vector<rte_ring*> to;    // by worker: the ring this worker passes that worker's packets on (null: itself)
   std::vector<rte_ring*> from;  // the rings other workers pass it packets on
 };

@@ -48,9 +48,9 @@ struct Verdict {
 
 // What the worker that received a packet passes with it to the key's owner: the rule it matched under
 // the set of that generation, so that the owner, under the same set, needs neither classify it again
-// nor ask who owns it.
+// nor ask who owns it. The generation's low 32 bits: no packet is in flight across 2^32 rule sets.
 struct Handed {
-  std::uint64_t generation = 0;
+  std::uint32_t generation = 0;
   std::uint32_t rule = kNoRule;
 };
 

@@ -87,7 +87,7 @@ TEST(EngineThreads, WorkersMeterWhileTheControlThreadPublishes) {
         EXPECT_EQ(v.owner, 1 - w);
         ++tally.handed_out;
         std::lock_guard hold(inboxes[v.owner].lock);
-        inboxes[v.owner].packets.emplace_back(frames[i], Handed{set.generation, v.rule});
+        inboxes[v.owner].packets.emplace_back(frames[i], Handed{static_cast<std::uint32_t>(set.generation), v.rule});
       } else if (v.rule == kNoRule) {
         ++tally.defaults;
       } else {
