@@ -149,7 +149,7 @@ struct alignas(64) TxLock {
 };
 
 // How each rule's meters are placed, and why, for the operator.
-std::string placement_text(const Engine& engine, std::size_t r) {
+std::string placement_text(const Engine& engine, std::size_t r, bool assumed_steered) {
   const Rule& rule = engine.policy().rules[r];
   const unsigned workers = engine.workers();
   std::string text = "rule " + rule.name + ": ";
@@ -164,8 +164,11 @@ std::string placement_text(const Engine& engine, std::size_t r) {
               std::to_string(engine.worker_capacity(r)) + " keys per worker";
       break;
     case Placement::steered:
-      text += "each key metered by the worker the ports' RSS hash steers it to (the hash covers only fields of the "
-              "key); capacity " + std::to_string(engine.worker_capacity(r)) + " keys per worker";
+      text += assumed_steered ? "ASSUMED STEERED (--placement=steered, a test switch): each key metered by the worker "
+                                "whose RX queue it arrives on, as if the ports steered keys; capacity "
+                              : "each key metered by the worker the ports' RSS hash steers it to (the hash covers only "
+                                "fields of the key); capacity ";
+      text += std::to_string(engine.worker_capacity(r)) + " keys per worker";
       break;
     case Placement::local:
       text += workers == 1 ? "keys metered by the one worker"
@@ -363,7 +366,8 @@ int main(int argc, char** argv) {
         plans[to].from.push_back(ring);
       }
     }
-  for (std::size_t r = 0; r < running.rules.size(); ++r) say(placement_text(**engine, r));
+  for (std::size_t r = 0; r < running.rules.size(); ++r)
+    say(placement_text(**engine, r, o.placement == PlacementMode::assume_steered));
   const unsigned mbufs_at_start = rte_mempool_in_use_count(pool->get());
   say("policy " + quote(o.policy_path, kQuotePathMaxBytes) + ": " + std::to_string(running.rules.size()) +
       " rules; clock " + (tsc_clock ? "TSC at " + std::to_string(tick_hz) + " Hz" : std::string("RX timestamps")) +

@@ -45,8 +45,10 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
   --max-classifier-entries N   the policy's limit of classifier entries (default 131072)
   --handoff-ring N      mbufs each ring between two workers holds (default 1024; a power of two)
   --dump-keys FILE      at the stop, write every live key (JSON lines: rule, key, worker, counters)
-  --placement=none      for tests only: each worker meters the keys it receives itself, so a key
-                        may be metered by two workers (the flaw the default placement prevents)
+  --placement=none      for tests only: each worker meters what it receives on meters of its own,
+                        so a key may be metered by two workers (the flaw the default placement prevents)
+  --placement=steered   for tests and benchmarks only: take each RX queue's packets as already split
+                        by key, as a NIC steering by RSS delivers them (no handoff); inexact otherwise
   -h, --help            this text
 )";
 
@@ -144,7 +146,7 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--handoff-ring", o.handoff_ring, "N  mbufs each ring between two workers holds (default 1024)")
       ->check(CLI::Range(std::uint32_t{32}, std::uint32_t{1} << 20));
   app.add_option("--dump-keys", o.dump_keys_path, "FILE  every live key at the stop, with its worker (JSON lines)");
-  app.add_option("--placement", placement, "keys | none  (none: for tests only)");
+  app.add_option("--placement", placement, "keys | none | steered  (none, steered: for tests only)");
   app.add_option("--max-classifier-entries", o.max_classifier_entries,
                  "N  the policy's limit of classifier entries (default 131072)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{UINT32_MAX}));
@@ -164,8 +166,10 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
     return result;
   }
   if (placement == "none") o.placement = dataplane::PlacementMode::none;
+  else if (placement == "steered") o.placement = dataplane::PlacementMode::assume_steered;
   else if (placement != "keys") {
-    result.exit_status = usage_error("--placement " + quote(placement) + ": expected keys (the default) or none (tests only)");
+    result.exit_status =
+        usage_error("--placement " + quote(placement) + ": expected keys (the default), or none or steered (tests only)");
     return result;
   }
   if ((o.handoff_ring & (o.handoff_ring - 1)) != 0) {

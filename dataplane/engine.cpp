@@ -102,6 +102,7 @@ std::shared_ptr<const ProfileHistory> changed(const std::shared_ptr<const Profil
 Placement Engine::placement_of(const PerKey& key, unsigned workers) const noexcept {
   if (key.kind == KeyKind::none) return local_meters(workers) ? Placement::local : Placement::shared;
   if (workers == 1 || placement_ == PlacementMode::none) return Placement::local;
+  if (placement_ == PlacementMode::assume_steered) return Placement::steered;
   return steerable(key, steering_) ? Placement::steered : Placement::by_key_hash;
 }
 

@@ -29,6 +29,10 @@ enum class Placement : std::uint8_t { shared, by_key_hash, steered, local };
 enum class PlacementMode : std::uint8_t {
   keys_by_hash,  // each key owned by one worker: by the NIC's hash when steered, else by handoff
   none,          // test only: each worker meters what it receives on meters of its own
+  // Tests and benchmarks on ports without RSS: each RX queue's packets are taken as steered by key
+  // already (as a NIC with the steering plan would deliver them); per-key rules are steered, no
+  // handoff. Wrong, and inexact, on ports whose queues do not split keys so.
+  assume_steered,
 };
 
 // The address fields every RX port hashes on when the ports steer by RSS (neither: no steering;

@@ -61,7 +61,9 @@ def frame(flow: int, wire_size: int) -> bytes:
     return DST_MAC + SRC_MAC + struct.pack("!H", ETHERTYPE_IPV4) + bytes(ip) + udp + bytes(udp_len - 8)
 
 
-def write_capture(path: str, flows: int, frames: str, packets: int) -> None:
+def write_capture(path: str, flows: int, frames: str, packets: int, part: int = 0, parts: int = 1) -> None:
+    """The capture; with parts > 1 only the packets of the flows i with i % parts == part (what queue
+    `part` of a NIC steering flows over `parts` queues would receive), about packets / parts of them."""
     if not 1 <= flows <= (1 << 24):
         sys.exit(f"make_capture: flows {flows} must be 1 .. 2^24 (one source address each in 10/8)")
     order = list(range(flows))
@@ -72,6 +74,8 @@ def write_capture(path: str, flows: int, frames: str, packets: int) -> None:
         out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
         chunk = bytearray()
         for j in range(packets):
+            if order[j % flows] % parts != part:
+                continue
             data = frame(order[j % flows], sizes[j % len(sizes)])
             chunk += struct.pack("<IIII", j // 1000000, j % 1000000, len(data), len(data))
             chunk += data

@@ -50,8 +50,10 @@ from memory import HUGE_DIR, Memory, mbufs_for, memory_mb_for  # noqa: E402
 # The cases of issue 9 section 4.
 FRAMES = ["64", "imix"]
 FLOWS = [1, 4096, 65536, 1048576]
-PROGRAMS = ["testpmd", "qos_meter", "tricolord-aggregate", "tricolord-5tuple"]
+PROGRAMS = ["testpmd", "qos_meter", "tricolord-aggregate", "tricolord-5tuple", "tricolord-5tuple-steered"]
 
+# With one worker there is nothing to steer: the same as tricolord-5tuple.
+ONE_WORKER_SKIPS = {"tricolord-5tuple-steered"}
 STARTUP_LIMIT_S = 120        # EAL, pool, preloading 1 Mi packets: a few seconds; this is a hang
 STOP_LIMIT_S = 15            # after SIGINT, before the outer timeout kills
 
@@ -91,7 +93,10 @@ class Bench:
         # lcore on core 0 (it sleeps between its turns), each worker with an RX queue of its own (the
         # capture preloaded once per queue) and a TX queue of its own.
         lcores = ["-l", "0,1"] if workers == 1 else ["--lcores", "0@0,1@1,2@0"]
-        rx = ",".join([f"rx_pcap={capture}"] * workers)
+        # tricolord-5tuple-steered: each queue holds its share of the flows (the capture split by flow, as a
+        # NIC steering by RSS would deliver it), and the daemon takes the queues as steered: no handoff.
+        steered = program == "tricolord-5tuple-steered"
+        rx = ",".join([f"rx_pcap={part}" for part in capture] if steered else [f"rx_pcap={capture[0]}"] * workers)
         eal = [*lcores, "--main-lcore", "0", "--no-pci", "--file-prefix", prefix,
                "--vdev", f"net_pcap0,{rx},infinite_rx=1", "--vdev", "net_null0,no-rx=1"]
         eal += self.memory.eal_args(packets * workers, flows)
@@ -106,7 +111,8 @@ class Bench:
                 QosMeterParser(), own_limit
         policy = os.path.join(HERE, "aggregate.policy" if program == "tricolord-aggregate" else "per-5-tuple.policy")
         return [args.tricolord, *eal, "--", "--policy", policy, "--json", "--stats-interval", "1",
-                "--duration", str(own_limit), "--mbufs", str(mbufs)], TricolordParser(), own_limit
+                "--duration", str(own_limit), "--mbufs", str(mbufs), *(["--placement=steered"] if steered else [])], \
+            TricolordParser(), own_limit
 
     def run(self, program, frames, flows, capture, packets, round_, workers=1):
         self.serial += 1
@@ -275,16 +281,21 @@ def _remove_runtime_files(prefix):
 # ----------------------------------------------------------------------------------------------------
 # Captures, cached in the work folder.
 
-def capture_for(workdir, frames, flows):
+def capture_for(workdir, frames, flows, parts=1):
+    """The capture, or its `parts` shares split by flow, as a list of paths."""
     packets = max(flows, make_capture.DEFAULT_MIN_PACKETS)
-    path = os.path.join(workdir, "captures", f"{frames}-{flows}.pcap")
     generator = os.path.join(HERE, "make_capture.py")
-    if not os.path.exists(path) or os.path.getmtime(path) < os.path.getmtime(generator):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        print(f"  writing {path} ({packets} packets)", flush=True)
-        make_capture.write_capture(path + ".part", flows, frames, packets)
-        os.replace(path + ".part", path)
-    return path, packets
+    paths = []
+    for part in range(parts):
+        name = f"{frames}-{flows}.pcap" if parts == 1 else f"{frames}-{flows}-part{part}of{parts}.pcap"
+        path = os.path.join(workdir, "captures", name)
+        if not os.path.exists(path) or os.path.getmtime(path) < os.path.getmtime(generator):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            print(f"  writing {path}", flush=True)
+            make_capture.write_capture(path + ".tmp", flows, frames, packets, part, parts)
+            os.replace(path + ".tmp", path)
+        paths.append(path)
+    return paths, packets
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -298,7 +309,8 @@ def median(values):
 
 def table(runs, programs, frames_list, flows_list, metric="mpps", workers_list=(1,)):
     heads = {"testpmd": "testpmd io", "qos_meter": "qos_meter (256 meters)",
-             "tricolord-aggregate": "tricolord aggregate", "tricolord-5tuple": "tricolord per-5-tuple"}
+             "tricolord-aggregate": "tricolord aggregate", "tricolord-5tuple": "tricolord per-5-tuple",
+             "tricolord-5tuple-steered": "tricolord per-5-tuple, queues steered"}
     many = len(workers_list) > 1 or workers_list[0] != 1
     out = ["| frames | flows | " + ("workers | " if many else "") + " | ".join(heads[p] + " Mpps" for p in programs) + " |",
            "|---|---:|" + ("---:|" if many else "") + "---:|" * len(programs)]
@@ -312,7 +324,8 @@ def table(runs, programs, frames_list, flows_list, metric="mpps", workers_list=(
                       if r.ok and getattr(r, metric)
                       and (r.program, r.frames, r.flows, r.workers) == (program, frames, flows, workers)]
                 if not ok:
-                    cells.append("failed")
+                    skipped = workers == 1 and program in ONE_WORKER_SKIPS or workers > 1 and program == "qos_meter"
+                    cells.append("—" if skipped else "failed")
                     continue
                 value = max(ok)  # interference only ever slows a run down: the best round is the least disturbed
                 if program == "testpmd":
@@ -403,7 +416,8 @@ def parse_args():
         if program not in PROGRAMS:
             parser.error(f"--programs: {program!r} is not one of {PROGRAMS}")
     binaries = {"testpmd": args.testpmd, "qos_meter": args.qos_meter,
-                "tricolord-aggregate": args.tricolord, "tricolord-5tuple": args.tricolord}
+                "tricolord-aggregate": args.tricolord, "tricolord-5tuple": args.tricolord,
+                "tricolord-5tuple-steered": args.tricolord}
     for program in args.programs_list:
         if not os.access(binaries[program], os.X_OK):
             parser.error(f"{program}: no program at {binaries[program]} (build it, or --programs without it)")
@@ -427,12 +441,16 @@ def main():
         bench = Bench(args, memory)
         for frames in args.frames_list:
             for flows in args.flows_list:
-                capture, packets = capture_for(args.workdir, frames, flows)
+                whole, packets = capture_for(args.workdir, frames, flows)
+                split = (capture_for(args.workdir, frames, flows, max(args.workers_list))[0]
+                         if "tricolord-5tuple-steered" in args.programs_list and max(args.workers_list) > 1 else [])
                 for round_ in range(args.rounds):
                   for workers in args.workers_list:
-                    programs = [p for p in args.programs_list if workers == 1 or p != "qos_meter"]
+                    programs = [p for p in args.programs_list
+                                if not (workers == 1 and p in ONE_WORKER_SKIPS or workers > 1 and p == "qos_meter")]
                     shift = round_ % len(programs)
                     for program in programs[shift:] + programs[:shift]:
+                        capture = split if program == "tricolord-5tuple-steered" else whole
                         run = bench.run(program, frames, flows, capture, packets, round_, workers)
                         runs.append(run)
                         status = (f"{run.mpps:6.2f} Mpps received, {run.forwarded_mpps:6.2f} forwarded over "

@@ -13,7 +13,9 @@ capture's (net_pcap RX timestamps), so the daemon's colors can be compared with 
   two queues   the capture split by flow over two net_pcap RX queues, so each source's flows reach
                both workers: each key is metered by exactly one worker (--dump-keys says which), each
                key's and each aggregate's green bytes stay within CBS + CIR * T + one packet.
-  none         the same with --placement=none (each worker meters what it receives on meters of its
+  steered      the capture split by source over two queues, as a NIC steering by source would split
+               it, with --placement=steered (the queues taken as steered): no handoff, the same checks.
+  none         the same as two queues with --placement=none (each worker meters what it receives on meters of its
                own): the checks above must fail, for keys and aggregates, or they prove nothing.
 In every run: packets of one flow leave in the order they arrived; nothing is lost (rx = tx, no
 handoff drop, every mbuf back).
@@ -217,6 +219,22 @@ def main():
         assert len(keys) == 2 * SOURCES, f"two queues: {len(keys)} keys for {SOURCES} sources in two rules"
         print(f"two queues: {len(keys)} keys, each on one worker "
               f"({sum(k['worker'] == 0 for k in keys)} on worker 0); every bound holds")
+
+        # Steered: each source's packets all on one queue, as a NIC steering by source would deliver them;
+        # --placement=steered (a test switch) takes the queues as steered: no handoff, and still exact.
+        by_source = ([], [])
+        for t, f, flow in packets:
+            by_source[flow[0] % 2].append((t, f))
+        steered_files = [os.path.join(workdir, f"source{i}.pcap") for i in (0, 1)]
+        for path, half in zip(steered_files, by_source):
+            daemon_capture.write_pcap(path, half)
+        final, frames, dumped, errors = run_daemon(workdir, "steered", steered_files, len(packets), ["--placement=steered"])
+        assert "ASSUMED STEERED" in errors, errors
+        check_delivery("steered", final, frames, len(packets))
+        assert all(w["handed_out"] == 0 for w in final["workers"]), final["workers"]
+        failures = exactness_failures(final, dumped, packets)
+        assert not failures, failures
+        print("steered: no packet handed over, each key on the worker of its queue, every bound holds")
 
         # Placement off: the same checks must catch it.
         final, frames, dumped, errors = run_daemon(workdir, "none", files, len(packets), ["--placement=none"])
