@@ -181,6 +181,63 @@ std::string placement_text(const Engine& engine, std::size_t r, bool assumed_ste
   return text;
 }
 
+// A port as started, for the operator: driver, MTU, link and, with several workers, its queues.
+std::string port_text(const PortFacts& facts, unsigned workers) {
+  std::string line = "port " + std::to_string(facts.id) + " " + facts.name + " (" + facts.driver + ", socket " +
+                     std::to_string(facts.socket) + "): MTU " + std::to_string(facts.mtu) +
+                     (facts.scatter ? ", multi-segment RX" : "") + ", link " + link_text(facts.id);
+  if (workers > 1) {
+    line += "; " + std::to_string(facts.rx_queues) + " RX queue" + (facts.rx_queues > 1 ? "s" : "") +
+            (facts.steered ? " (RSS steering keys)" : facts.rss ? " (RSS)" : "") + ", " +
+            std::to_string(facts.tx_queues) + " TX queue" + (facts.tx_queues > 1 ? "s" : "");
+    if (facts.rx_queues < workers)
+      line += facts.rx_queues == 1 ? "; only worker 0 receives from it"
+                                   : "; only workers 0-" + std::to_string(facts.rx_queues - 1) + " receive from it";
+    if (facts.tx_queues < workers)
+      line += facts.tx_queues == 1 ? "; the workers share its TX queue under a lock"
+                                   : "; the workers share its TX queues under locks";
+  }
+  for (const std::string& note : facts.notes) line += "; " + note;
+  return line;
+}
+
+// Each worker's share of a started port: RX queue q is worker q's; TX queue w is worker w's, or, on a
+// port with fewer TX queues than workers, shared under a lock (returned: it must outlive the workers).
+std::unique_ptr<TxLock[]> share_queues(const PortFacts& facts, std::vector<ForwarderPlan>& plans) {
+  const auto workers = static_cast<unsigned>(plans.size());
+  auto locks = facts.tx_queues < workers ? std::make_unique<TxLock[]>(facts.tx_queues) : nullptr;
+  for (std::uint16_t q = 0; q < facts.rx_queues; ++q) plans[q].rx.push_back({facts.id, q});
+  for (unsigned w = 0; w < workers; ++w) {
+    const auto queue = static_cast<std::uint16_t>(w % facts.tx_queues);
+    plans[w].tx[facts.id] = {queue, locks ? &locks[queue].lock : nullptr};
+  }
+  return locks;
+}
+
+// The rings between workers: one per ordered pair, single producer and single consumer, of `size`
+// HandedPacket elements, on the consumer's socket.
+Expected<std::vector<Ring>> make_handoff_rings(std::vector<ForwarderPlan>& plans, const std::vector<unsigned>& lcores,
+                                               std::uint32_t size) {
+  const auto workers = static_cast<unsigned>(plans.size());
+  std::vector<Ring> rings;
+  if (workers == 1) return rings;
+  for (ForwarderPlan& plan : plans) plan.to.assign(workers, nullptr);
+  for (unsigned to = 0; to < workers; ++to)
+    for (unsigned from = 0; from < workers; ++from) {
+      if (from == to) continue;
+      const std::string name = "tricolor_handoff_" + std::to_string(from) + "_" + std::to_string(to);
+      rte_ring* ring = rte_ring_create_elem(name.c_str(), sizeof(HandedPacket), size,
+                                            static_cast<int>(rte_lcore_to_socket_id(lcores[to])),
+                                            RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
+      if (ring == nullptr)
+        return Error{"memory", "cannot create the handoff ring " + name + ": " + rte_strerror(rte_errno)};
+      rings.emplace_back(ring);
+      plans[from].to[to] = ring;
+      plans[to].from.push_back(ring);
+    }
+  return rings;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -295,8 +352,7 @@ int main(int argc, char** argv) {
     for (std::uint16_t port : started) stop_port(port);
     started.clear();
   };
-  // Each worker's share: RX queue q of a port is worker q's; TX queue w of a port is worker w's, or,
-  // on a port with fewer TX queues than workers, shared under a lock.
+  // Each worker's share of the ports (share_queues) and its rings to the others.
   std::vector<ForwarderPlan> plans(workers);
   bool all_steered = true;
   std::vector<std::unique_ptr<TxLock[]>> tx_locks;
@@ -311,27 +367,8 @@ int main(int argc, char** argv) {
     started.push_back(port);
     all_steered = all_steered && facts->steered;
     forwarder_options.vlan_insert[port] = facts->vlan_insert;
-    std::string line = "port " + std::to_string(port) + " " + facts->name + " (" + facts->driver + ", socket " +
-                       std::to_string(facts->socket) + "): MTU " + std::to_string(facts->mtu) +
-                       (facts->scatter ? ", multi-segment RX" : "") + ", link " + link_text(port);
-    if (workers > 1) {
-      line += "; " + std::to_string(facts->rx_queues) + " RX queue" + (facts->rx_queues > 1 ? "s" : "") +
-              (facts->steered ? " (RSS steering keys)" : facts->rss ? " (RSS)" : "") + ", " + std::to_string(facts->tx_queues) + " TX queue" +
-              (facts->tx_queues > 1 ? "s" : "");
-      if (facts->rx_queues < workers)
-        line += "; receives on worker" + std::string(facts->rx_queues > 1 ? "s 0-" + std::to_string(facts->rx_queues - 1)
-                                                                          : " 0") + " only";
-      if (facts->tx_queues < workers)
-        line += facts->tx_queues == 1 ? "; the workers share its TX queue under a lock" : "; workers share its TX queues under locks";
-    }
-    for (const std::string& note : facts->notes) line += "; " + note;
-    say(line);
-    tx_locks.push_back(facts->tx_queues < workers ? std::make_unique<TxLock[]>(facts->tx_queues) : nullptr);
-    for (std::uint16_t q = 0; q < facts->rx_queues; ++q) plans[q].rx.push_back({port, q});
-    for (unsigned w = 0; w < workers; ++w) {
-      const auto queue = static_cast<std::uint16_t>(w % facts->tx_queues);
-      plans[w].tx[port] = {queue, tx_locks.back() ? &tx_locks.back()[queue].lock : nullptr};
-    }
+    say(port_text(*facts, workers));
+    tx_locks.push_back(share_queues(*facts, plans));
   }
   for (const Path& path : paths)
     say("path: port " + std::to_string(path.rx_port) + " -> port " + std::to_string(path.tx_port));
@@ -345,34 +382,18 @@ int main(int argc, char** argv) {
     say(steering.enabled ? "RSS steering on: the ports hash on the keys' addresses; per-key rules need no handoff"
                          : "RSS steering off: " + steering.reason);
   }
-  // The rings between workers: one per ordered pair, single producer and single consumer, on the
-  // consumer's socket.
-  std::vector<Ring> rings;
-  if (workers > 1)
-    for (unsigned to = 0; to < workers; ++to) {
-      for (unsigned from = 0; from < workers; ++from) plans[from].to.push_back(nullptr);
-      for (unsigned from = 0; from < workers; ++from) {
-        if (from == to) continue;
-        const std::string name = "tricolor_handoff_" + std::to_string(from) + "_" + std::to_string(to);
-        rte_ring* ring = rte_ring_create_elem(name.c_str(), sizeof(HandedPacket), o.handoff_ring,
-                                              static_cast<int>(rte_lcore_to_socket_id(worker_lcores[to])),
-                                              RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
-        if (ring == nullptr) {
-          stop_ports();
-          fail(control::kExitRuntime, "cannot create the handoff ring " + name + ": " + rte_strerror(rte_errno));
-        }
-        rings.emplace_back(ring);
-        plans[from].to[to] = ring;
-        plans[to].from.push_back(ring);
-      }
-    }
+  auto rings = make_handoff_rings(plans, worker_lcores, o.handoff_ring);
+  if (!rings) {
+    stop_ports();
+    fail(control::kExitRuntime, rings.error().message);
+  }
   for (std::size_t r = 0; r < running.rules.size(); ++r)
     say(placement_text(**engine, r, o.placement == PlacementMode::assume_steered));
   const unsigned mbufs_at_start = rte_mempool_in_use_count(pool->get());
   say("policy " + quote(o.policy_path, kQuotePathMaxBytes) + ": " + std::to_string(running.rules.size()) +
       " rules; clock " + (tsc_clock ? "TSC at " + std::to_string(tick_hz) + " Hz" : std::string("RX timestamps")) +
-      "; " + std::to_string(workers) + (workers == 1 ? " worker" : " workers") + " on lcore" + (workers == 1 ? " " : "s ") + lcore_list(worker_lcores) + "; " + std::to_string(mbufs) + " mbufs on socket " +
-      std::to_string(socket));
+      "; " + std::to_string(workers) + (workers == 1 ? " worker on lcore " : " workers on lcores ") +
+      lcore_list(worker_lcores) + "; " + std::to_string(mbufs) + " mbufs on socket " + std::to_string(socket));
 
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
@@ -428,7 +449,7 @@ int main(int argc, char** argv) {
   g_worker_stop.requested.store(true, std::memory_order_relaxed);
   rte_eal_mp_wait_lcore();
   std::uint64_t left_in_rings = 0;
-  for (const Ring& ring : rings) {
+  for (const Ring& ring : *rings) {
     HandedPacket left[Forwarder::kBurst];
     while (const unsigned n = rte_ring_dequeue_burst_elem(ring.get(), left, sizeof(HandedPacket), Forwarder::kBurst, nullptr)) {
       for (unsigned i = 0; i < n; ++i) rte_pktmbuf_free(left[i].mbuf);
@@ -443,7 +464,7 @@ int main(int argc, char** argv) {
   if (o.json) write_json_line(final_counters, "final", std::cout);
   else print_totals(final_counters, std::cout);
   stop_ports();
-  rings.clear();
+  rings->clear();
   pool->reset();
   engine->reset();
   rte_eal_cleanup();

@@ -395,10 +395,12 @@ def parse_args():
                         help="forwarding lcores, e.g. 1,2: each case runs with each (qos_meter: 1 only; default 1)")
     parser.add_argument("--memory", choices=["auto", "huge", "no-huge"], default="auto")
     parser.add_argument("--smoke", action="store_true",
-                        help="64-byte frames, 1 flow, one round, 1 s warm-up, 2 s measured, --no-huge")
+                        help="64-byte frames, 64 flows, one and two workers, one round, 1 s warm-up, 2 s measured, "
+                             "--no-huge")
     args = parser.parse_args()
     if args.smoke:
-        args.frames, args.flows, args.rounds, args.warmup, args.measure = "64", "1", 1, 1.0, 2.0
+        args.frames, args.flows, args.rounds, args.warmup, args.measure = "64", "64", 1, 1.0, 2.0
+        args.workers = "1,2"
         args.memory = "no-huge"
     args.tricolord = args.tricolord or os.path.join(args.build_dir, "control", "tricolord")
     args.qos_meter = args.qos_meter or os.path.join(args.build_dir, "bench", "daemon", "qos_meter", "qos_meter")
