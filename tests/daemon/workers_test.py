@@ -9,7 +9,8 @@ capture's (net_pcap RX timestamps), so the daemon's colors can be compared with 
                of the keys worker 1 owns to it. Every packet of the aggregate rule, the per-source rule
                and the aggregate rule under a parent has the color tricolor-replay gives it; the
                per-source rule under a parent (its parent checked by both workers) stays within the
-               parent's bound.
+               parent's bound; a rule of capacity 8 has 4 keys on each worker, and each worker's full
+               table is reported on its own.
   two queues   the capture split by flow over two net_pcap RX queues, so each source's flows reach
                both workers: each key is metered by exactly one worker (--dump-keys says which), each
                key's and each aggregate's green bytes stay within CBS + CIR * T + one packet.
@@ -54,8 +55,9 @@ rule add agg dst 10.2.0.0/16 profile aggp{COLORS}
 rule add persrc dst 10.3.0.0/16 per src timeout 30s profile keyp{COLORS}
 rule add capped dst 10.4.0.0/16 profile aggp parent top{COLORS}
 rule add keycap dst 10.5.0.0/16 per src timeout 30s profile keyp parent capp{COLORS}
+rule add small dst 10.6.0.0/16 per src timeout 30s capacity 8 profile keyp{COLORS}
 """
-RULE_OF_DST = {2: "agg", 3: "persrc", 4: "capped", 5: "keycap"}
+RULE_OF_DST = {2: "agg", 3: "persrc", 4: "capped", 5: "keycap", 6: "small"}
 DSCP_COLOR = {10: "green", 12: "yellow", 14: "red"}
 SOURCES, PORTS_PER_SOURCE = 32, 4
 SECONDS, RATE_PPS = 2.0, 20_000
@@ -196,6 +198,13 @@ def main():
         assert workers[0]["handed_out"] > 0 and workers[1]["handed_in"] == workers[0]["handed_out"], workers
         owners = {k["worker"] for k in dumped if k["rule"] == "persrc"}
         assert owners == {0, 1}, f"one queue: persrc's keys on workers {owners}"
+        # A rule's capacity split across the workers (8 keys: 4 each, for 32 sources), each worker's
+        # full table reported on its own (new keys beyond it take the rule's aggregate meter).
+        small = {r["name"]: r for r in final["rules"]}["small"]
+        assert small["keys"]["capacity_per_worker"] == 4, small
+        assert [w["live_keys"] for w in small["workers"]] == [4, 4], small
+        assert all(w["table_full"] > 0 for w in small["workers"]), small
+        assert small["keys"]["table_full"] == sum(w["table_full"] for w in small["workers"]), small
         failures = exactness_failures(final, dumped, packets)
         assert not failures, failures
         print(f"one queue: colors equal tricolor-replay's for agg, persrc and capped; keycap differs in "
