@@ -23,11 +23,17 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <grp.h>
 #include <iostream>
+#include <sstream>
+#include <sys/stat.h>
+#include <syslog.h>
 #include <memory>
 #include <set>
 #include <thread>
 
+#include "control/control_server.hpp"
+#include "control/daemon_commands.hpp"
 #include "control/language.hpp"
 #include "control/policy_file.hpp"
 #include "control/tricolord_options.hpp"
@@ -251,6 +257,31 @@ int main(int argc, char** argv) {
   auto policy = control::load(*text);
   if (!policy) fail(control::kExitPolicy, "policy " + quote(o.policy_path, kQuotePathMaxBytes) + ": " + policy.error().message);
 
+  // The control socket, before the EAL: a second daemon on the same socket is refused before it
+  // touches a port. Clients that connect now wait until the control loop runs.
+  std::ofstream audit_file;
+  if (!o.audit_log_path.empty()) {
+    audit_file.open(o.audit_log_path, std::ios::app);
+    if (!audit_file) fail(control::kExitUsage, "--audit-log " + quote(o.audit_log_path, kQuotePathMaxBytes) + ": cannot open it");
+  } else {
+    openlog("tricolord", LOG_PID, LOG_DAEMON);
+  }
+  auto audit = [&](const std::string& line) {
+    if (audit_file.is_open()) audit_file << line << std::endl;
+    else syslog(LOG_NOTICE, "%s", line.c_str());
+    say("audit: " + line);
+  };
+  control::ServerOptions socket_options;
+  socket_options.path = o.socket_path;
+  if (!o.socket_group.empty()) {
+    const group* g = getgrnam(o.socket_group.c_str());
+    if (g == nullptr) fail(control::kExitUsage, "--socket-group " + quote(o.socket_group) + ": no such group");
+    socket_options.group = g->gr_gid;
+  }
+  if (o.socket_path == "/run/tricolor/tricolor.sock") ::mkdir("/run/tricolor", 0755);  // the default's folder
+  auto server = control::ControlServer::listen(socket_options, audit);
+  if (!server) fail(control::kExitRuntime, server.error().message + " (--socket chooses another)");
+
   // DPDK's log goes to standard error: standard output carries the counters (and JSON with --json).
   rte_openlog_stream(stderr);
   const std::uint64_t pool_mb_guess =
@@ -428,8 +459,17 @@ int main(int argc, char** argv) {
   };
   DaemonSnapshot previous = snapshot();
   double next_stats = o.stats_interval_s;
+  control::DaemonCommands commands(**engine, "file " + quote(o.policy_path, kQuotePathMaxBytes), audit,
+                                   [&](bool json) {
+                                     std::ostringstream out;
+                                     if (json) write_json_line(snapshot(), "stats", out);
+                                     else print_totals(snapshot(), out);
+                                     return out.str();
+                                   });
+  const auto handle = [&](const control::protocol::Request& r, const control::Peer& p) { return commands.handle(r, p); };
+  say("control socket: " + o.socket_path);
   while (!g_stop_requested.load(std::memory_order_relaxed)) {
-    std::this_thread::sleep_for(kControlPeriod);
+    (*server)->poll(kControlPeriod, handle);  // waits up to a period for requests, answers them
     (*engine)->maintain();
     const double now = elapsed();
     if (o.duration_s > 0 && now >= o.duration_s) break;

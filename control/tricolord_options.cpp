@@ -45,6 +45,9 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
   --max-classifier-entries N   the policy's limit of classifier entries (default 131072)
   --handoff-ring N      mbufs each ring between two workers holds (default 1024; a power of two)
   --dump-keys FILE      at the stop, write every live key (JSON lines: rule, key, worker, counters)
+  --socket PATH         the control socket tricolorctl talks to (default /run/tricolor/tricolor.sock)
+  --socket-group NAME   who may use it besides root (the file is given to the group, mode 0660)
+  --audit-log FILE      where accepted and refused changes are logged (default: syslog)
   --placement=none      for tests only: each worker meters what it receives on meters of its own,
                         so a key may be metered by two workers (the flaw the default placement prevents)
   --placement=steered   for tests and benchmarks only: take each RX queue's packets as already split
@@ -145,6 +148,9 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   std::string placement = "keys";
   app.add_option("--handoff-ring", o.handoff_ring, "N  mbufs each ring between two workers holds (default 1024)")
       ->check(CLI::Range(std::uint32_t{32}, std::uint32_t{1} << 20));
+  app.add_option("--socket", o.socket_path, "PATH  the control socket (default /run/tricolor/tricolor.sock)");
+  app.add_option("--socket-group", o.socket_group, "NAME  who may use the socket besides root");
+  app.add_option("--audit-log", o.audit_log_path, "FILE  accepted and refused changes (default: syslog)");
   app.add_option("--dump-keys", o.dump_keys_path, "FILE  every live key at the stop, with its worker (JSON lines)");
   app.add_option("--placement", placement, "keys | none | steered  (none, steered: for tests only)");
   app.add_option("--max-classifier-entries", o.max_classifier_entries,

@@ -36,6 +36,9 @@ struct DaemonOptions {
   std::uint32_t handoff_ring = 1024;  // mbufs each ring between two workers holds
   dataplane::PlacementMode placement = dataplane::PlacementMode::keys_by_hash;  // none: a test switch
   std::string dump_keys_path;         // at the stop: every live key, with the worker that meters it
+  std::string socket_path = "/run/tricolor/tricolor.sock";  // the control socket
+  std::string socket_group;           // besides root, who may use it (a group name); empty: root only
+  std::string audit_log_path;         // accepted and refused changes; empty: syslog
 };
 
 // What parse_command_line decided: run, or exit at once with a status (help printed, or an error

@@ -493,7 +493,8 @@ def main():
         expect(f"an XDP program on {t.a} while tricolord runs", program is not None)
 
         # A second tricolord on an interface the first holds: refused, and the first keeps its program.
-        result = daemons.run([f"net_af_xdp0,iface={t.a}"], options + ["--duration", "3"])
+        result = daemons.run([f"net_af_xdp0,iface={t.a}"],
+                             options + ["--socket", os.path.join(work, "second.sock"), "--duration", "3"])
         expect_exit("a second tricolord on the same interface", result, 3, "cannot set up RX queue 0",
                     f"ip link set dev {t.a} xdp off")
         expect("the first tricolord keeps its XDP program", t.xdp_program(t.a) == program,

@@ -1,0 +1,50 @@
+#pragma once
+// What tricolord does with a control socket request (control_server.hpp), on its control side: the
+// command language on the running policy, applied whole or not at all, and the daemon's own commands.
+//
+//   ping                 "pong"
+//   version              the daemon's version, the policy's source and when it was loaded
+//   stats                the counters (with "json": the same object as --json prints)
+//   load (text inline)   a whole policy: loaded, then installed, or nothing changes
+//   save FILE            the running policy written to FILE (it loads back to the same state)
+//   any language line    profile/color-map/rule add, change, delete, list, show ...
+//
+// A command that changes the policy is run on a copy; the copy is installed (Engine::update: a new
+// rule set published by RCU, the workers never paused, meters keeping their levels as the README's
+// live-change rule says); only if both succeed does it become the running policy. An error names the
+// token at fault and its column in the line. Every accepted change and every refused one goes to the
+// audit log with the peer's uid and pid.
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "control/control_server.hpp"
+#include "control/protocol.hpp"
+#include "dataplane/engine.hpp"
+#include "dataplane/policy.hpp"
+
+namespace tricolor::control {
+
+class DaemonCommands {
+ public:
+  using Log = std::function<void(const std::string& line)>;
+  // The counters now, as text (print_totals) or as one JSON object (write_json_line).
+  using Stats = std::function<std::string(bool json)>;
+
+  DaemonCommands(dataplane::Engine& engine, std::string source, Log audit, Stats stats);
+
+  protocol::Reply handle(const protocol::Request& request, const Peer& peer);
+
+ private:
+  protocol::Reply install(dataplane::Policy next, const std::string& what, const Peer& peer);
+  protocol::Reply refuse(const std::string& line, const Error& error, const std::string& what, const Peer& peer);
+  protocol::Reply save(const std::string& path, const Peer& peer);
+
+  dataplane::Engine& engine_;
+  std::string source_;  // where the running policy came from
+  std::chrono::system_clock::time_point loaded_at_;
+  Log audit_;
+  Stats stats_;
+};
+
+}  // namespace tricolor::control
