@@ -98,7 +98,7 @@ def run_daemon(workdir, label, rx_files, expected, extra=()):
             f"--file-prefix=tricolor-workers-{os.getpid()}-{label}", "--log-level=lib.eal:warning",
             f"--vdev=net_pcap0,{rx},tx_pcap={out}",
             "--", "--policy", os.path.join(workdir, "p.policy"), "--clock", "rx-timestamp", "--json",
-            "--stats-interval", "0.2", "--handoff-ring", "4096", "--dump-keys", keys, *extra]
+            "--stats-interval", "0.2", "--handoff-ring", "16384", "--dump-keys", keys, *extra]
     daemon = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     deadline = time.monotonic() + 60
     try:
