@@ -141,24 +141,10 @@ RssPlan off(RssPlan plan, std::string reason) {
   plan.key.clear();
   plan.reta.clear();
   plan.ports.clear();
-  for (RuleRss& r : plan.rules)
-    if (r.placement == RulePlacement::steered) {
-      r.placement = RulePlacement::handoff;
-      r.why = "handed to its key's worker: " + plan.reason;
-    }
   return plan;
 }
 
 }  // namespace
-
-std::string_view to_string(RulePlacement placement) noexcept {
-  switch (placement) {
-    case RulePlacement::shared: return "shared";
-    case RulePlacement::steered: return "steered";
-    case RulePlacement::handoff: return "handoff";
-  }
-  return "?";
-}
 
 Expected<RssCapabilities> rss_capabilities(std::uint16_t port) {
   rte_eth_dev_info info{};
@@ -181,15 +167,6 @@ RssPlan plan_rss(std::span<const Rule> rules, unsigned workers, std::span<const 
   HashedFields fields = HashedFields::none;
   const std::string refused = rules_refusal(rules, fields);
   plan.fields = fields;
-  for (const Rule& r : rules) {
-    RuleRss entry{r.name, RulePlacement::shared, "no per-key meters: its meters are shared by the workers"};
-    if (r.per_key.kind != KeyKind::none) {
-      entry.placement = RulePlacement::steered;
-      entry.why = "the NIC hashes " + fields_text(fields) + ": each key reaches one worker";
-      if (r.parent) entry.why += "; its parent meter is shared";
-    }
-    plan.rules.push_back(std::move(entry));
-  }
   if (workers < 2) return off(std::move(plan), std::to_string(workers) + " worker: nothing to steer");
   if (!refused.empty()) return off(std::move(plan), refused);
   if (ports.empty()) return off(std::move(plan), "no RX port");

@@ -63,20 +63,6 @@ Expected<RssCapabilities> rss_capabilities(std::uint16_t port);
 // The address fields a port hashes.
 enum class HashedFields : std::uint8_t { none = 0, src = 1, dst = 2, src_and_dst = 3 };
 
-// How a rule's meters are placed on the workers.
-enum class RulePlacement : std::uint8_t {
-  shared,   // no per-key meters: the rule's meters are shared by the workers (nothing to steer)
-  steered,  // per-key meters, each key brought to its one worker by the NIC
-  handoff,  // per-key meters, steering off: the workers hand keys to their owners
-};
-std::string_view to_string(RulePlacement placement) noexcept;
-
-struct RuleRss {
-  std::string rule;
-  RulePlacement placement = RulePlacement::shared;
-  std::string why;  // a sentence for the operator
-};
-
 // A port as the plan configures it.
 struct RssPort {
   std::uint16_t port = 0;
@@ -97,7 +83,6 @@ struct RssPlan {
   // powers of two) repeats it, so that hash & (size - 1) picks the same queue on every port.
   std::vector<std::uint16_t> reta;
   std::vector<RssPort> ports;
-  std::vector<RuleRss> rules;  // in policy order, whether steering is on or off
 };
 
 // The plan for `rules` on `workers` workers receiving from `ports` (every RX port the daemon polls).
@@ -105,7 +90,8 @@ struct RssPlan {
 // (getrandom). Random by default: with a fixed, published key (Microsoft's 6d5a56da...) anyone can
 // compute which worker a source address lands on and aim a flood of keys at one worker; a key drawn
 // at each start makes that placement unpredictable from outside (Toeplitz is linear, so this hides
-// the placement, it is not cryptography). The daemon reports the placement it gets (steered_queue).
+// the placement, it is not cryptography). --dump-keys shows which worker metered each key;
+// steered_queue computes where a packet lands (the unit test's NIC).
 RssPlan plan_rss(std::span<const Rule> rules, unsigned workers, std::span<const RssCapabilities> ports,
                  std::span<const std::uint8_t> key = {});
 

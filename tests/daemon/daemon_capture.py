@@ -1,8 +1,12 @@
 """Captures and policies for the daemon's tests: frames written as bytes (no scapy: fast at any size),
 in a pcap with microsecond timestamps, the resolution net_pcap gives the daemon's RX-timestamp clock.
 """
+import json
 import random
+import signal
 import struct
+import subprocess
+import time
 
 # Every algorithm in byte and packet mode, color-blind and color-aware (a DSCP input, a PCP color map),
 # per-key meters, a parent, DSCP and PCP remarks, and a rule for jumbo frames.
@@ -126,3 +130,27 @@ def read_pcap_frames(path):
         frames.append(data[at + 16:at + 16 + caplen])
         at += 16 + caplen
     return frames
+
+
+def run_through(args, done, label="tricolord", limit_s=60):
+    """Runs tricolord (args: with --json --stats-interval) until done(stats) holds for a stats line, then
+    stops it with SIGTERM; returns (the final JSON object, its stderr). Fails if it takes longer than
+    limit_s or the daemon does not exit 0."""
+    daemon = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + limit_s
+    try:
+        for line in daemon.stdout:
+            stats = json.loads(line)
+            if done(stats):
+                daemon.send_signal(signal.SIGTERM)
+                break
+            assert time.monotonic() < deadline, f"{label}: not through after {limit_s} s: {stats['ports']}"
+        rest, errors = daemon.communicate(timeout=30)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    assert daemon.returncode == 0, f"{label}: tricolord exited {daemon.returncode}: {errors[-2000:]}"
+    final = [json.loads(line) for line in rest.splitlines() if line.strip()][-1]
+    assert final["event"] == "final", final
+    return final, errors

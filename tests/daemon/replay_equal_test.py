@@ -12,11 +12,9 @@ Run by meson: replay_equal_test.py BUILD_ROOT.
 """
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daemon_capture  # noqa: E402
@@ -32,25 +30,8 @@ def run_daemon(workdir, capture, policy, expected_packets):
             f"--file-prefix=tricolor-replay-equal-{os.getpid()}", "--log-level=lib.eal:warning",
             f"--vdev=net_pcap0,rx_pcap={capture},tx_pcap={out}",
             "--", "--policy", policy, "--clock", "rx-timestamp", "--json", "--stats-interval", "0.2"]
-    daemon = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-    lines = []
-    deadline = time.monotonic() + 60
-    try:
-        for line in daemon.stdout:  # a stats line every 0.2 s
-            lines.append(json.loads(line))
-            if lines[-1]["ports"][0]["rx_packets"] >= expected_packets:
-                daemon.send_signal(signal.SIGTERM)
-                break
-            assert time.monotonic() < deadline, f"the daemon received {lines[-1]['ports'][0]['rx_packets']} of {expected_packets}"
-        rest, errors = daemon.communicate(timeout=30)
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
+    final, errors = daemon_capture.run_through(args, lambda s: s["ports"][0]["rx_packets"] >= expected_packets)
     print(errors, file=sys.stderr)
-    assert daemon.returncode == 0, f"tricolord exited {daemon.returncode}"
-    final = [json.loads(line) for line in rest.splitlines() if line.strip()][-1]
-    assert final["event"] == "final", final
     return final, out
 
 

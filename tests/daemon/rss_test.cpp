@@ -172,25 +172,6 @@ TEST(RssSteering, PlanHashesTheIntersectionOfTheKeysAddresses) {
   EXPECT_EQ(both.key.size(), 40u);                               // random (getrandom)
 }
 
-TEST(RssSteering, RulesSayHowTheirMetersArePlaced) {
-  Rule child = per_key("child", KeyKind::src);
-  child.parent = "p";
-  const std::vector rules{aggregate("all"), child};
-  const RssPlan on = plan_rss(rules, 2, std::vector{nic(0)});
-  ASSERT_TRUE(on.enabled) << on.reason;
-  ASSERT_EQ(on.rules.size(), 2u);
-  EXPECT_EQ(on.rules[0].placement, RulePlacement::shared);
-  EXPECT_EQ(on.rules[0].why, "no per-key meters: its meters are shared by the workers");
-  EXPECT_EQ(on.rules[1].placement, RulePlacement::steered);
-  EXPECT_EQ(on.rules[1].why, "the NIC hashes source addresses: each key reaches one worker; its parent meter is shared");
-  const RssPlan off = plan_rss(rules, 2, std::vector{nic(0, 128, kEveryType, 1, 40, "net_pcap")});
-  ASSERT_FALSE(off.enabled);
-  EXPECT_EQ(off.rules[0].placement, RulePlacement::shared);
-  EXPECT_EQ(off.rules[1].placement, RulePlacement::handoff);
-  EXPECT_EQ(off.rules[1].why, "handed to its key's worker: port 0 (net_pcap) has 1 RX queue for 2 workers");
-  EXPECT_EQ(to_string(RulePlacement::handoff), "handoff");
-}
-
 // 2. Toeplitz is linear over GF(2): on uniformly random addresses its low bits are uniform whenever the
 // key's rows are independent, so each queue's count of K keys is binomial(K, share of its RETA
 // entries). 40 000 keys, within five standard deviations (at 8 queues, 5 000 +- 331): a false failure
@@ -259,7 +240,6 @@ std::string refusal(const std::vector<Rule>& rules, const std::vector<RssCapabil
   EXPECT_FALSE(plan.enabled);
   EXPECT_EQ(plan.rss_hf, 0u);
   EXPECT_TRUE(plan.reta.empty());
-  for (const RuleRss& r : plan.rules) EXPECT_NE(r.placement, RulePlacement::steered) << r.rule;
   return plan.reason;
 }
 

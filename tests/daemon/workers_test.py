@@ -27,12 +27,10 @@ import collections
 import json
 import os
 import random
-import signal
 import struct
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daemon_capture  # noqa: E402
@@ -99,25 +97,9 @@ def run_daemon(workdir, label, rx_files, expected, extra=()):
             f"--vdev=net_pcap0,{rx},tx_pcap={out}",
             "--", "--policy", os.path.join(workdir, "p.policy"), "--clock", "rx-timestamp", "--json",
             "--stats-interval", "0.2", "--handoff-ring", "16384", "--dump-keys", keys, *extra]
-    daemon = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-    deadline = time.monotonic() + 60
-    try:
-        for line in daemon.stdout:  # a stats line every 0.2 s
-            stats = json.loads(line)
-            port = stats["ports"][0]
-            if port["rx_packets"] >= expected and port["tx_packets"] >= expected:
-                daemon.send_signal(signal.SIGTERM)
-                break
-            assert time.monotonic() < deadline, f"{label}: rx {port['rx_packets']} tx {port['tx_packets']} of {expected}"
-        rest, errors = daemon.communicate(timeout=30)
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
+    final, errors = daemon_capture.run_through(
+        args, lambda s: s["ports"][0]["rx_packets"] >= expected and s["ports"][0]["tx_packets"] >= expected, label)
     print(errors, file=sys.stderr)
-    assert daemon.returncode == 0, f"{label}: tricolord exited {daemon.returncode}"
-    final = [json.loads(line) for line in rest.splitlines() if line.strip()][-1]
-    assert final["event"] == "final", final
     dumped = [json.loads(line) for line in open(keys)]
     return final, daemon_capture.read_pcap_frames(out), dumped, errors
 
