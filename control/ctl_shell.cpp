@@ -263,8 +263,9 @@ int run_shell(CtlClient& client, const ShellOptions& options) {
       std::cout << '\n';
       break;
     }
-    const std::string line = raw;
+    std::string line = raw;
     std::free(raw);
+    line.erase(line.find_last_not_of(" \t") + 1);  // a completion's trailing space is not kept in history
     if (blank_or_comment(line)) continue;
     if (line != previous) {
       add_history(line.c_str());
