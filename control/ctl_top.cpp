@@ -21,6 +21,7 @@ namespace tricolor::control {
 namespace {
 
 using nlohmann::json;
+using ordered = nlohmann::ordered_json;  // output: fields in the order of the columns
 
 // ---- samples ---------------------------------------------------------------------------------------
 
@@ -229,14 +230,14 @@ std::string table(const std::string& title, Mode mode, const std::vector<Rates>&
   return out;
 }
 
-json json_rates(Mode mode, const Rates& r) {
-  json row;
+ordered json_rates(Mode mode, const Rates& r) {
+  ordered row;
   row[mode == Mode::rules ? "name" : "key"] = r.row->name;
   if (r.row->worker) row["worker"] = *r.row->worker;
   const std::size_t colors = mode == Mode::rules ? kCounters : kDropped;
   for (std::size_t c = 0; c < colors; ++c) {
-    row[std::string(kCounterNames[c]) + "_pps"] = r.known ? json(r.pps[c]) : json(nullptr);
-    row[std::string(kCounterNames[c]) + "_bps"] = r.known ? json(r.bps[c]) : json(nullptr);
+    row[std::string(kCounterNames[c]) + "_pps"] = r.known ? ordered(r.pps[c]) : ordered(nullptr);
+    row[std::string(kCounterNames[c]) + "_bps"] = r.known ? ordered(r.bps[c]) : ordered(nullptr);
   }
   if (r.row->live_keys) row["live_keys"] = *r.row->live_keys;
   return row;
@@ -378,11 +379,11 @@ int run_top(CtlClient& client, const TopOptions& options, bool json_output, std:
     if (sort) sort_rows(rows, *sort);
     const double seconds = now->at_s - before->at_s;
     if (json_output) {
-      json doc;
+      ordered doc;
       if (mode == Mode::rules) doc["elapsed_s"] = now->at_s;
       else doc["rule"] = options.rule, doc["live_keys"] = now->live_keys;
       doc["interval_s"] = seconds;
-      json& list = doc[mode == Mode::rules ? "rules" : "keys"] = json::array();
+      ordered& list = doc[mode == Mode::rules ? "rules" : "keys"] = ordered::array();
       for (const Rates& r : rows) list.push_back(json_rates(mode, r));
       std::cout << doc.dump() << '\n' << std::flush;
     } else {
