@@ -189,7 +189,7 @@ def main():
             s.expect(r"tricolord \S+; policy from")
             s.expect(PROMPT)
             s.send("\x04")
-            expect("Ctrl-D leaves with status 0", s.wait() == 0, s.status)
+            expect("Ctrl-D leaves with status 0", s.wait() == 0, (s.status, s.text()[-300:]))
             lines = history_lines(history)
             expect("history file written", lines[:3] == ["ping", "rule add x proto tcpx profile gold", "version"], lines)
             expect("TAB completes a keyword: rule sh -> rule show", "rule show" in lines, lines)

@@ -74,11 +74,11 @@ def stats(sock):
 
 def write_capture(path):
     frames = []
-    for i in range(2000):
-        if i % 2 == 0:  # web: TCP to port 80, 554-byte frames
+    for i in range(3000):
+        if i % 3 == 0:  # web: TCP to port 80, 554-byte frames; a third of the packets
             f = capture.ether(capture.ipv4([10, 9, 9, 9], [10, 1, 0, 1], 6, 0, capture.l4(6, 40000, 80, 500)), 0x0800)
-        else:  # hosts: UDP from HOSTS sources of 10.2.0.0/16
-            src = [10, 2, 0, (i // 2) % HOSTS]
+        else:  # hosts: UDP from HOSTS sources of 10.2.0.0/16; more packets than web, so that red-pps
+            src = [10, 2, 0, i % HOSTS]  # order (hosts first) is not the policy's
             f = capture.ether(capture.ipv4(src, [10, 3, 0, 1], 17, 0, capture.l4(17, 1, 2, 100)), 0x0800)
         frames.append((i * 10, f))
     capture.write_pcap(path, frames)
@@ -210,7 +210,8 @@ def check_batch(sock):
                len({len(line) for line in lines[1:]}) == 1 and
                all(line[lines[1].index("RED-PPS") + len("RED-PPS") - 1] != " " for line in lines[1:]), block)
         red = [human(row[header.index("RED-PPS")]) for row in rows]
-        expect("... rows in descending red-pps", red == sorted(red, reverse=True) and rows[-1][0] == "idle", block)
+        expect("... rows in descending red-pps (hosts, web, idle: not the policy's order)",
+               red == sorted(red, reverse=True) and [row[0] for row in rows] == ["hosts", "web", "idle"], block)
         web = next(row for row in rows if row[0] == "web")
         expect("... units scaled for people (web's red bit/s in M or G)", re.fullmatch(r"\d+(\.\d+)?[MG]", web[header.index("RED-BPS")]),
                web)
@@ -284,7 +285,9 @@ def main():
         sock = os.path.join(workdir, "ctl.sock")
         daemon = start(workdir, sock, pcap)
         try:
-            expect("the daemon answers ping", wait_for(sock, daemon))
+            if not wait_for(sock, daemon):
+                daemon.kill()
+                sys.exit("tricolord did not answer ping: " + daemon.communicate()[1][-2000:])
             code, _, err = ctl(sock, "top", "--sort", "reds")
             expect("a bad --sort column: status 1, the valid ones listed", code == 1 and
                    "no column 'reds'; the columns are name, green-pps, green-bps, yellow-pps, yellow-bps, red-pps, red-bps, "
