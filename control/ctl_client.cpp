@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ostream>
 #include <utility>
@@ -29,6 +30,12 @@ std::string_view trim(std::string_view s) {
 int left_ms(std::chrono::steady_clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   return left.count() > 0 ? static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30)) : 0;
+}
+
+std::string seconds(std::chrono::milliseconds timeout) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", static_cast<double>(timeout.count()) / 1000);
+  return text;
 }
 
 }  // namespace
@@ -90,7 +97,7 @@ Expected<Answer> CtlClient::call(const protocol::Request& request, std::chrono::
     pollfd p{fd_, POLLOUT, 0};
     if (::poll(&p, 1, left_ms(deadline)) == 0) {
       close();
-      return unreachable("tricolord took no request for " + std::to_string(timeout.count() / 1000.0) + " s");
+      return unreachable("tricolord took no request within " + seconds(timeout) + " (--timeout)");
     }
     const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
@@ -117,7 +124,7 @@ Expected<Answer> CtlClient::call(const protocol::Request& request, std::chrono::
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
       close();
-      return unreachable("no reply from tricolord within " + std::to_string(timeout.count() / 1000) + " s (--timeout)");
+      return unreachable("no reply from tricolord within " + seconds(timeout) + " (--timeout)");
     }
     const ssize_t n = ::recv(fd_, buffer, sizeof buffer, MSG_DONTWAIT);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
