@@ -135,9 +135,12 @@ void dump_keys(const Engine& engine, const std::string& path) {
   for (std::size_t r = 0; r < policy.rules.size(); ++r) {
     const Rule& rule = policy.rules[r];
     if (rule.per_key.kind == KeyKind::none) continue;
-    engine.for_each_key(r, [&](const MeterKey& key, const KeyCounters& c, unsigned worker) {
-      nlohmann::json line = {{"rule", rule.name}, {"key", key_text(rule.per_key, key)}, {"worker", worker},
-                             {"packets", c.packets}, {"bytes", c.bytes}};
+    engine.for_each_key(r, [&](const Engine::LiveKey& live) {
+      nlohmann::json line = {{"rule", rule.name},
+                             {"key", key_text(rule.per_key, live.key)},
+                             {"worker", live.worker},
+                             {"packets", live.counters.packets},
+                             {"bytes", live.counters.bytes}};
       out << line.dump() << '\n';
     });
   }
@@ -459,13 +462,7 @@ int main(int argc, char** argv) {
   };
   DaemonSnapshot previous = snapshot();
   double next_stats = o.stats_interval_s;
-  control::DaemonCommands commands(**engine, "file " + quote(o.policy_path, kQuotePathMaxBytes), audit,
-                                   [&](bool json) {
-                                     std::ostringstream out;
-                                     if (json) write_json_line(snapshot(), "stats", out);
-                                     else print_totals(snapshot(), out);
-                                     return out.str();
-                                   });
+  control::DaemonCommands commands(**engine, "file " + quote(o.policy_path, kQuotePathMaxBytes), audit, snapshot);
   const auto handle = [&](const control::protocol::Request& r, const control::Peer& p) { return commands.handle(r, p); };
   say("control socket: " + o.socket_path);
   while (!g_stop_requested.load(std::memory_order_relaxed)) {
