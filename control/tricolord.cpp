@@ -375,6 +375,10 @@ int main(int argc, char** argv) {
   if (!pool) fail(control::kExitRuntime, pool.error().message + " (--mbufs sets the size)");
 
   ForwarderOptions forwarder_options;
+  forwarder_options.stamp_generation = o.stamp_generation;
+  if (o.stamp_generation)
+    say("STAMPING GENERATIONS (--stamp-generation, a test switch): each forwarded IPv4 packet's identification "
+        "field is overwritten with the rule set generation it was metered under");
   forwarder_options.clock = o.clock;
 
   if (!tsc_clock) {

@@ -65,6 +65,7 @@ std::optional<Endpoint> parse_endpoint(std::string_view text) {
     if (colon == std::string_view::npos) return std::nullopt;
     address = text.substr(0, colon);
     port = text.substr(colon + 1);
+    if (address.find(':') != std::string_view::npos) return std::nullopt;  // IPv6 and a port: brackets
   }
   e.family = parse_address(address, e.address);
   const auto p = parse_port(port);
