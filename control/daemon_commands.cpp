@@ -124,7 +124,7 @@ protocol::Reply DaemonCommands::handle(const protocol::Request& request, const P
     const auto words = words_of(line);
     if (words.size() != 2 || words[1] != "counters")
       return refuse(line, Error{words.size() > 1 ? words[1] : "reset", "reset: expected `reset counters`"}, line, peer);
-    baseline_ = snapshot_();
+    baseline_ = snapshot_(dataplane::kReportAll);
     reset_at_ = std::chrono::system_clock::now();
     audit_(who(peer) + ": reset the counters");
     return ok("counters reset at " + time_text(reset_at_));
@@ -177,8 +177,6 @@ protocol::Reply DaemonCommands::names(bool json) const {
 protocol::Reply DaemonCommands::stats(const std::string& line, bool json) {
   using namespace dataplane;
   const auto words = words_of(line);
-  DaemonSnapshot s = snapshot_();
-  if (baseline_) s = since(s, *baseline_);
   unsigned sections = kReportAll;
   const char* part = nullptr;
   std::optional<std::string> rule_name;
@@ -190,6 +188,8 @@ protocol::Reply DaemonCommands::stats(const std::string& line, bool json) {
   else if (words.size() != 1)
     return error_reply("stats: expected nothing, rules, rule NAME, default, ports or workers", words[1],
                        line.find(words[1]) + 1);
+  DaemonSnapshot s = snapshot_(sections);  // only the block asked for is read
+  if (baseline_) s = since(s, *baseline_);
   if (rule_name) {
     std::erase_if(s.rules, [&](const RuleSnapshot& r) { return r.name != *rule_name; });
     if (s.rules.empty())

@@ -40,8 +40,8 @@ namespace tricolor::control {
 class DaemonCommands {
  public:
   using Log = std::function<void(const std::string& line)>;
-  // The counters now.
-  using Snapshot = std::function<dataplane::DaemonSnapshot()>;
+  // The counters now: the blocks asked for (dataplane::ReportSection), or all.
+  using Snapshot = std::function<dataplane::DaemonSnapshot(unsigned sections)>;
 
   DaemonCommands(dataplane::Engine& engine, std::string source, Log audit, Snapshot snapshot);
 

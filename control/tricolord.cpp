@@ -458,8 +458,8 @@ int main(int argc, char** argv) {
   say("running; SIGINT or SIGTERM stops");
 
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at).count(); };
-  auto snapshot = [&] {
-    DaemonSnapshot s = take_snapshot(**engine, forwarder_views, worker_lcores, ports, elapsed(), tick_hz);
+  auto snapshot = [&](unsigned sections = kReportAll) {
+    DaemonSnapshot s = take_snapshot(**engine, forwarder_views, worker_lcores, ports, elapsed(), tick_hz, sections);
     s.mbufs_in_use_at_start = mbufs_at_start;
     s.mbufs_in_use = rte_mempool_in_use_count(pool->get());
     return s;

@@ -32,18 +32,20 @@ void WorkerSnapshot::add(const WorkerSnapshot& w) noexcept {
 
 DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* const> forwarders,
                              std::span<const unsigned> lcores, std::span<const std::uint16_t> ports, double elapsed_s,
-                             std::uint64_t tick_hz) {
+                             std::uint64_t tick_hz, unsigned sections) {
   DaemonSnapshot s;
   s.elapsed_s = elapsed_s;
   s.tick_hz = tick_hz;
   s.generation = engine.generation();
   for (std::uint16_t port : ports) {
+    if ((sections & kReportPorts) == 0) break;
     std::uint64_t tx_dropped = 0;
     for (const Forwarder* f : forwarders) tx_dropped += f->counters().tx_dropped[port].get();
     s.ports.push_back({port, port_name(port), read_port_counters(port), tx_dropped, link_up(port)});
   }
   const Policy& policy = engine.policy();
   for (std::size_t r = 0; r < policy.rules.size(); ++r) {
+    if ((sections & kReportRules) == 0) break;
     RuleSnapshot rule;
     rule.name = policy.rules[r].name;
     rule.keyed = policy.rules[r].per_key.kind != KeyKind::none;
@@ -60,9 +62,10 @@ DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* co
     }
     s.rules.push_back(std::move(rule));
   }
-  s.defaults = engine.default_counters();
+  if (sections & kReportDefault) s.defaults = engine.default_counters();
   s.worker.generation_seen = UINT64_MAX;
   for (std::size_t w = 0; w < forwarders.size(); ++w) {
+    if ((sections & kReportWorkers) == 0) break;
     const ForwarderCounters& f = forwarders[w]->counters();
     s.workers.push_back({static_cast<unsigned>(w), lcores[w], f.polls.get(), f.idle_polls.get(), f.bursts.get(),
                          f.packets.get(), f.policy_drops.get(), f.no_timestamp.get(), f.vlan_restore_failed.get(),
@@ -71,7 +74,7 @@ DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* co
     s.worker.add(s.workers.back());
     s.worker.generation_seen = std::min(s.worker.generation_seen, s.workers.back().generation_seen);
   }
-  if (s.workers.empty()) s.worker.generation_seen = 0;
+  if (s.workers.empty()) s.worker.generation_seen = 0;  // none read, or none running
   return s;
 }
 

@@ -65,10 +65,14 @@ struct DaemonSnapshot {
   double stop_s = 0;                        // final counters: from the stop request to the worker stopped
 };
 
-// forwarders[w] runs worker w on lcores[w].
+// The blocks of a snapshot and of a report.
+enum ReportSection : unsigned { kReportRules = 1, kReportDefault = 2, kReportPorts = 4, kReportWorkers = 8, kReportAll = 15 };
+
+// forwarders[w] runs worker w on lcores[w]. Only the blocks in `sections` are read (a rule's counters
+// are summed over the workers: with 10 Ki rules the rules block is the dear one).
 DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* const> forwarders,
                              std::span<const unsigned> lcores, std::span<const std::uint16_t> ports, double elapsed_s,
-                             std::uint64_t tick_hz);
+                             std::uint64_t tick_hz, unsigned sections = kReportAll);
 
 // The counters since `baseline` (an earlier snapshot: `reset counters`), matched by port id, rule name
 // and worker. A rule deleted and added again since (its counters below the baseline's) counts from its
@@ -81,7 +85,6 @@ void print_rates(const DaemonSnapshot& before, const DaemonSnapshot& now, std::o
 // reasons, keys (per worker too), per port rx/tx/imissed/rx_nombuf/tx-dropped, each worker's polls and
 // handoffs.
 // `sections` chooses the blocks (the control socket's `stats rules`, `stats ports`, ...).
-enum ReportSection : unsigned { kReportRules = 1, kReportDefault = 2, kReportPorts = 4, kReportWorkers = 8, kReportAll = 15 };
 void print_totals(const DaemonSnapshot& snapshot, std::ostream& out, unsigned sections = kReportAll);
 // Every counter above as one JSON object (the fields write_json_line writes, without "event").
 nlohmann::json to_json(const DaemonSnapshot& snapshot);
