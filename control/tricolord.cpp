@@ -147,6 +147,22 @@ void dump_keys(const Engine& engine, const std::string& path) {
   if (!out) say("the keys could not all be written to " + quote(path, kQuotePathMaxBytes));
 }
 
+// The control side (the socket, publishing changes, topping up key tables) runs on the main lcore. A
+// worker polls without pause: on a CPU it shares with the main lcore, the control side gets only what
+// the scheduler gives it, and a command may wait for seconds.
+void warn_shared_control_core(const std::vector<unsigned>& worker_lcores) {
+  const rte_cpuset_t main_cpus = rte_lcore_cpuset(rte_get_main_lcore());
+  for (unsigned lcore : worker_lcores) {
+    rte_cpuset_t both;
+    const rte_cpuset_t worker_cpus = rte_lcore_cpuset(lcore);
+    CPU_AND(&both, &main_cpus, &worker_cpus);
+    if (CPU_COUNT(&both) != 0)
+      say("warning: worker lcore " + std::to_string(lcore) + " shares a CPU with the main lcore " +
+          std::to_string(rte_get_main_lcore()) + ", which serves the control socket and publishes changes: " +
+          "commands will wait for the scheduler (give the main lcore a CPU of its own, e.g. -l 0-4 or --lcores)");
+  }
+}
+
 struct RingDeleter {
   void operator()(rte_ring* ring) const noexcept { rte_ring_free(ring); }
 };
@@ -311,6 +327,7 @@ int main(int argc, char** argv) {
   if (worker_lcores.empty())
     fail(control::kExitUsage, "no worker lcore: give the main lcore and one per worker, e.g. -l 0,1");
   const auto workers = static_cast<unsigned>(worker_lcores.size());
+  warn_shared_control_core(worker_lcores);
 
   const std::vector<std::uint16_t> probed = probed_ports();
   const std::vector<Path> paths = choose_paths(o, probed);
