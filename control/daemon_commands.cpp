@@ -4,11 +4,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <sstream>
+#include <vector>
 
 #include "control/language.hpp"
+#include "dataplane/key_query.hpp"
+#include "dataplane/keys.hpp"
 #include "policer/quote.hpp"
 
 namespace tricolor::control {
@@ -37,6 +42,52 @@ std::string time_text(std::chrono::system_clock::time_point t) {
   return text;
 }
 
+// The line's words (split at blanks).
+std::vector<std::string> words_of(std::string_view line) {
+  std::vector<std::string> words;
+  std::size_t at = 0;
+  while (true) {
+    at = line.find_first_not_of(" \t\r\n", at);
+    if (at == std::string_view::npos) break;
+    const std::size_t end = std::min(line.find_first_of(" \t\r\n", at), line.size());
+    words.emplace_back(line.substr(at, end - at));
+    at = end;
+  }
+  return words;
+}
+
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+nlohmann::json colors_json(const dataplane::KeyCounters& c) {
+  constexpr const char* kColors[3] = {"green", "yellow", "red"};
+  nlohmann::json j = nlohmann::json::object();
+  for (std::size_t k = 0; k < 3; ++k) {
+    j[std::string(kColors[k]) + "_packets"] = c.packets[k];
+    j[std::string(kColors[k]) + "_bytes"] = c.bytes[k];
+  }
+  return j;
+}
+
+// A bucket's level in tokens (bytes or packets), from 1/hz tokens: exact to the printed digits.
+std::string tokens_text(std::uint64_t level, std::uint64_t hz) {
+  const std::uint64_t whole = level / hz, part = level % hz;
+  char text[48];
+  std::snprintf(text, sizeof text, "%llu.%03llu", static_cast<unsigned long long>(whole),
+                static_cast<unsigned long long>(static_cast<unsigned __int128>(part) * 1000 / hz));
+  return text;
+}
+
+// Bucket 1's name for the algorithm (bucket 0 is always C).
+const char* second_bucket(policer::Algorithm algorithm) {
+  switch (algorithm) {
+    case policer::Algorithm::srtcm:
+    case policer::Algorithm::trtcm_4115: return "E";
+    case policer::Algorithm::trtcm: return "P";
+    case policer::Algorithm::one_rate_two_color: return nullptr;
+  }
+  return nullptr;
+}
+
 protocol::Reply ok(std::string output, std::string result_json = {}) {
   protocol::Reply reply;
   reply.output = std::move(output);
@@ -46,12 +97,12 @@ protocol::Reply ok(std::string output, std::string result_json = {}) {
 
 }  // namespace
 
-DaemonCommands::DaemonCommands(dataplane::Engine& engine, std::string source, Log audit, Stats stats)
+DaemonCommands::DaemonCommands(dataplane::Engine& engine, std::string source, Log audit, Snapshot snapshot)
     : engine_(engine),
       source_(std::move(source)),
       loaded_at_(std::chrono::system_clock::now()),
       audit_(std::move(audit)),
-      stats_(std::move(stats)) {}
+      snapshot_(std::move(snapshot)) {}
 
 protocol::Reply DaemonCommands::handle(const protocol::Request& request, const Peer& peer) {
   const std::string& line = request.command;
@@ -66,7 +117,18 @@ protocol::Reply DaemonCommands::handle(const protocol::Request& request, const P
                   ", rule set generation " + std::to_string(engine_.generation()),
               request.json ? version.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : std::string());
   }
-  if (verb == "stats") return request.json ? ok("", stats_(true)) : ok(stats_(false));
+  if (verb == "names") return names(request.json);
+  if (verb == "stats") return stats(line, request.json);
+  if (verb == "key") return keys(line, request.json);
+  if (verb == "reset") {
+    const auto words = words_of(line);
+    if (words.size() != 2 || words[1] != "counters")
+      return refuse(line, Error{words.size() > 1 ? words[1] : "reset", "reset: expected `reset counters`"}, line, peer);
+    baseline_ = snapshot_(dataplane::kReportAll);
+    reset_at_ = std::chrono::system_clock::now();
+    audit_(who(peer) + ": reset the counters");
+    return ok("counters reset at " + time_text(reset_at_));
+  }
   if (verb == "save") {
     const std::string path(trim(trim(line).substr(4)));
     if (path.empty()) return refuse(line, Error{"save", "save: expected a file name"}, line, peer);
@@ -96,7 +158,164 @@ protocol::Reply DaemonCommands::install(dataplane::Policy next, const std::strin
   loaded_at_ = std::chrono::system_clock::now();
   audit_(who(peer) + ": accepted: " + quote(what, 200) + " (rule set generation " +
          std::to_string(engine_.generation()) + ")");
-  return ok("");
+  // The generation lets a client see the change take effect: each worker's `generation_seen` in
+  // `stats workers` reaches it at the worker's first burst under the new set.
+  return ok("", dump({{"generation", engine_.generation()}}));
+}
+
+protocol::Reply DaemonCommands::names(bool json) const {
+  const dataplane::Policy& policy = engine_.policy();
+  nlohmann::json j = {{"rules", nlohmann::json::array()}, {"profiles", nlohmann::json::array()},
+                      {"color_maps", nlohmann::json::array()}};
+  std::string text;
+  for (const auto& r : policy.rules) j["rules"].push_back(r.name), text += "rule " + r.name + "\n";
+  for (const auto& p : policy.profiles) j["profiles"].push_back(p.name), text += "profile " + p.name + "\n";
+  for (const auto& m : policy.color_maps) j["color_maps"].push_back(m.name), text += "color-map " + m.name + "\n";
+  return json ? ok("", dump(j)) : ok(text);
+}
+
+protocol::Reply DaemonCommands::stats(const std::string& line, bool json) {
+  using namespace dataplane;
+  const auto words = words_of(line);
+  unsigned sections = kReportAll;
+  const char* part = nullptr;
+  std::optional<std::string> rule_name;
+  if (words.size() == 2 && words[1] == "rules") sections = kReportRules, part = "rules";
+  else if (words.size() == 2 && words[1] == "ports") sections = kReportPorts, part = "ports";
+  else if (words.size() == 2 && words[1] == "workers") sections = kReportWorkers, part = "workers";
+  else if (words.size() == 2 && words[1] == "default") sections = kReportDefault, part = "default";
+  else if (words.size() == 3 && words[1] == "rule") rule_name = words[2], sections = kReportRules, part = "rules";
+  else if (words.size() != 1)
+    return error_reply("stats: expected nothing, rules, rule NAME, default, ports or workers", words[1],
+                       line.find(words[1]) + 1);
+  DaemonSnapshot s = snapshot_(sections);  // only the block asked for is read
+  if (baseline_) s = since(s, *baseline_);
+  if (rule_name) {
+    std::erase_if(s.rules, [&](const RuleSnapshot& r) { return r.name != *rule_name; });
+    if (s.rules.empty())
+      return error_reply("stats: no rule named " + quote(*rule_name, 200), *rule_name, line.rfind(*rule_name) + 1);
+  }
+  nlohmann::json doc = to_json(s);
+  if (baseline_) doc["since_reset"] = time_text(reset_at_);
+  if (json) {
+    if (part == nullptr) return ok("", dump(doc));
+    nlohmann::json subset = {{"elapsed_s", doc["elapsed_s"]}, {"generation", doc["generation"]}, {part, doc[part]}};
+    if (sections == kReportWorkers) subset["worker"] = doc["worker"];
+    if (baseline_) subset["since_reset"] = doc["since_reset"];
+    return ok("", dump(subset));
+  }
+  std::ostringstream out;
+  print_totals(s, out, sections);
+  if (baseline_) out << "  (counters since the reset at " << time_text(reset_at_) << ")\n";
+  return ok(out.str());
+}
+
+protocol::Reply DaemonCommands::keys(const std::string& line, bool json) {
+  using namespace dataplane;
+  const auto words = words_of(line);
+  auto fail = [&](const std::string& message, const std::string& token) {
+    const auto at = line.find(token);
+    return error_reply(message, token, at == std::string::npos ? std::optional<std::size_t>() : at + 1);
+  };
+  if (words.size() < 3 || (words[1] != "list" && words[1] != "show"))
+    return fail("key: expected `key list RULE [top N | all] [by ORDER]` or `key show RULE KEY`",
+                words.size() > 1 ? words[1] : "key");
+  const Policy& policy = engine_.policy();
+  std::size_t rule = policy.rules.size();
+  for (std::size_t r = 0; r < policy.rules.size(); ++r)
+    if (policy.rules[r].name == words[2]) rule = r;
+  if (rule == policy.rules.size()) return fail("key: no rule named " + quote(words[2], 200), words[2]);
+  const Rule& def = policy.rules[rule];
+  if (def.per_key.kind == KeyKind::none) return fail("key: rule " + def.name + " has no per-key meters", words[2]);
+  const std::uint64_t hz = engine_.tick_rate().hz();
+
+  if (words[1] == "show") {
+    if (words.size() < 4) return fail("key show: expected the key after the rule's name", words[2]);
+    // The key is the rest of the line: a five-tuple has a blank in it.
+    const std::size_t at = line.find(words[3], line.find(words[2]) + words[2].size());
+    const std::string text(trim(std::string_view(line).substr(at)));
+    const auto key = parse_key_text(def.per_key, text);
+    if (!key) return fail("key show: " + quote(text, 200) + " is not a key of rule " + def.name, words[3]);
+    const auto found = find_key(engine_, rule, *key);
+    const std::string name = key_text(def.per_key, *key);
+    if (!found) return fail("key show: rule " + def.name + " has no live key " + name, words[3]);
+    const dataplane::ProfileDef* profile = policy.find_profile(def.profile);
+    const char* second = profile ? second_bucket(profile->params.algorithm) : "1";
+    const std::string unit = profile && profile->params.unit == policer::Unit::packets ? "packets" : "bytes";
+    nlohmann::json j = {{"rule", def.name}, {"key", name}, {"worker", found->worker},
+                        {"last_tick", found->state.last}, {"unit", unit}};
+    j["levels"] = {{"C", tokens_text(found->state.level[0], hz)}};
+    if (second) j["levels"][second] = tokens_text(found->state.level[1], hz);
+    j.update(colors_json(found->counters));
+    if (json) return ok("", dump(j));
+    std::string text_out = "rule " + def.name + " key " + name + ": metered by worker " + std::to_string(found->worker) +
+                           "\n  levels at its latest packet (tick " + std::to_string(found->state.last) + "): C " +
+                           tokens_text(found->state.level[0], hz) + " " + unit;
+    if (second) text_out += ", " + std::string(second) + " " + tokens_text(found->state.level[1], hz) + " " + unit;
+    text_out += "\n  since the key was created:";
+    constexpr const char* kColors[3] = {"green", "yellow", "red"};
+    for (std::size_t k = 0; k < 3; ++k)
+      text_out += std::string(" ") + kColors[k] + " " + std::to_string(found->counters.packets[k]) + " packets " +
+                  std::to_string(found->counters.bytes[k]) + " bytes" + (k < 2 ? ";" : "\n");
+    return ok(text_out);
+  }
+
+  // key list RULE [top N | all] [by ORDER]
+  std::optional<std::size_t> top = 10;
+  KeyOrder order = KeyOrder::red_bytes;
+  for (std::size_t i = 3; i < words.size(); i += 2) {
+    if (words[i] == "all") {
+      top.reset();
+      --i;
+      continue;
+    }
+    if (i + 1 >= words.size() || (words[i] != "top" && words[i] != "by"))
+      return fail("key list: expected `top N`, `all` or `by ORDER` here", words[i]);
+    if (words[i] == "top") {
+      std::size_t n = 0;
+      const auto [end, ec] = std::from_chars(words[i + 1].data(), words[i + 1].data() + words[i + 1].size(), n);
+      if (ec != std::errc{} || end != words[i + 1].data() + words[i + 1].size() || n == 0 || n > 1'000'000)
+        return fail("key list: top: a count from 1 to 1000000", words[i + 1]);
+      top = n;
+    } else {
+      const auto named = key_order_named(words[i + 1]);
+      if (!named) {
+        std::string valid;
+        for (KeyOrder o : kKeyOrders) valid += (valid.empty() ? "" : ", ") + std::string(to_string(o));
+        return fail("key list: by: one of " + valid, words[i + 1]);
+      }
+      order = *named;
+    }
+  }
+  const auto ranked = rank_keys(engine_, rule, order, top);
+  const std::size_t live = engine_.live_keys(rule);
+  if (json) {
+    nlohmann::json j = {{"rule", def.name}, {"live_keys", live}, {"sorted_by", to_string(order)},
+                        {"keys", nlohmann::json::array()}};
+    for (const RankedKey& k : ranked) {
+      nlohmann::json one = {{"key", key_text(def.per_key, k.key)}, {"worker", k.worker}};
+      one.update(colors_json(k.counters));
+      j["keys"].push_back(std::move(one));
+    }
+    return ok("", dump(j));
+  }
+  std::string out = "rule " + def.name + ": " + std::to_string(live) + " live keys; " +
+                    (top ? "top " + std::to_string(ranked.size()) : std::string("all")) + " by " +
+                    std::string(to_string(order)) + " (counters since each key was created)\n";
+  char row[256];
+  std::snprintf(row, sizeof row, "  %-40s %6s %12s %14s %12s %14s %12s %14s\n", "key", "worker", "green pkts",
+                "green bytes", "yellow pkts", "yellow bytes", "red pkts", "red bytes");
+  out += row;
+  for (const RankedKey& k : ranked) {
+    const auto& c = k.counters;
+    std::snprintf(row, sizeof row, "  %-40s %6u %12llu %14llu %12llu %14llu %12llu %14llu\n",
+                  key_text(def.per_key, k.key).c_str(), k.worker, static_cast<unsigned long long>(c.packets[0]),
+                  static_cast<unsigned long long>(c.bytes[0]), static_cast<unsigned long long>(c.packets[1]),
+                  static_cast<unsigned long long>(c.bytes[1]), static_cast<unsigned long long>(c.packets[2]),
+                  static_cast<unsigned long long>(c.bytes[2]));
+    out += row;
+  }
+  return ok(out);
 }
 
 protocol::Reply DaemonCommands::refuse(const std::string& line, const Error& error, const std::string& what,

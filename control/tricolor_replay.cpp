@@ -117,7 +117,32 @@ struct Options {
   std::string max_classifier_entries = std::to_string(kDefaultMaxClassifierEntries);
   bool table = false, all_keys = false;
   std::uint64_t demo_seconds = 3, demo_seed = 1;
+  std::vector<std::string> changes;  // --change-at N:LINE, in the order given
 };
+
+// --change-at N:LINE, each applied with the command language to the policy as the ones before it left
+// it: what tricolord does with the same lines sent over its socket while the capture plays.
+std::vector<ScheduledChange> schedule_changes(const std::vector<std::string>& changes, const Policy& start) {
+  std::vector<ScheduledChange> scheduled;
+  Policy policy = start;
+  for (const std::string& change : changes) {
+    const std::string at = "--change-at " + quote(change, 200) + ": ";
+    const auto colon = change.find(':');
+    std::uint64_t before = 0;
+    const char* end = change.data() + (colon == std::string::npos ? 0 : colon);
+    const auto [stop, ec] = std::from_chars(change.data(), end, before);
+    if (colon == std::string::npos || colon == 0 || ec != std::errc{} || stop != end)
+      usage_error(at + "expected INDEX:COMMAND (INDEX: the packet, from 0, before which the command applies)");
+    if (!scheduled.empty() && before < scheduled.back().before)
+      usage_error(at + "the changes must come in the order of their packets (" + std::to_string(before) + " after " +
+                  std::to_string(scheduled.back().before) + ")");
+    const std::string line = change.substr(colon + 1);
+    auto output = control::execute(policy, line);
+    if (!output) usage_error(at + output.error().message);
+    scheduled.push_back({before, policy, line});
+  }
+  return scheduled;
+}
 
 int run_program(Options& o) {
   if (!o.demo_dir.empty()) {
@@ -158,6 +183,7 @@ int run_program(Options& o) {
   auto policy = control::load(*text);
   if (!policy) fail("policy " + path_text(o.policy_path) + ": " + policy.error().message);
   text = std::string();  // the policy is loaded: free its text
+  const std::vector<ScheduledChange> changes = schedule_changes(o.changes, *policy);
   auto reader = CaptureReader::open(o.capture_path);
   if (!reader) fail(reader.error().message);
 
@@ -188,9 +214,14 @@ int run_program(Options& o) {
   }
   report_key_memory(**engine);
 
-  const ReplayResult run = replay_capture(**engine, **reader, writer.get(), csv.is_open() ? &csv : nullptr);
+  const ReplayResult run = replay_capture(**engine, **reader, writer.get(), csv.is_open() ? &csv : nullptr, changes);
+  if (run.change_refused) fail(run.stop_reason);
   const std::uint64_t index = run.records;
   const bool truncated = run.truncated;
+  for (const ScheduledChange& change : changes)
+    if (change.before >= index)
+      std::cerr << "tricolor-replay: the change before packet " << change.before << " (" << quote(change.what, 200)
+                << ") was never applied: the capture has " << index << " packets\n";
   if (truncated)
     std::cerr << "tricolor-replay: " << path_text(o.capture_path) << ": reading stopped after " << index << " packets ("
               << run.stop_reason << "); the results cover what was read\n";
@@ -233,6 +264,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-classifier-entries", o.max_classifier_entries,
                  "refuse a policy whose rules expand to more classifier entries than this (default " +
                      std::to_string(kDefaultMaxClassifierEntries) + "; see the README)");
+  app.add_option("--change-at", o.changes,
+                 "INDEX:COMMAND  a live change: the command (e.g. 'rule change web profile silver') applied before "
+                 "packet INDEX (from 0), as tricolord applies one at its first burst under the new rule set (repeatable, "
+                 "in packet order)");
   app.add_flag("--table", o.table, "print the per-rule table on stdout (the default when no output is asked for)");
   app.add_option("--demo", o.demo_dir,
                  "generate an example capture and policy into DIR, replay them with every output in DIR, print the table");

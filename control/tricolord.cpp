@@ -135,13 +135,32 @@ void dump_keys(const Engine& engine, const std::string& path) {
   for (std::size_t r = 0; r < policy.rules.size(); ++r) {
     const Rule& rule = policy.rules[r];
     if (rule.per_key.kind == KeyKind::none) continue;
-    engine.for_each_key(r, [&](const MeterKey& key, const KeyCounters& c, unsigned worker) {
-      nlohmann::json line = {{"rule", rule.name}, {"key", key_text(rule.per_key, key)}, {"worker", worker},
-                             {"packets", c.packets}, {"bytes", c.bytes}};
+    engine.for_each_key(r, [&](const Engine::LiveKey& live) {
+      nlohmann::json line = {{"rule", rule.name},
+                             {"key", key_text(rule.per_key, live.key)},
+                             {"worker", live.worker},
+                             {"packets", live.counters.packets},
+                             {"bytes", live.counters.bytes}};
       out << line.dump() << '\n';
     });
   }
   if (!out) say("the keys could not all be written to " + quote(path, kQuotePathMaxBytes));
+}
+
+// The control side (the socket, publishing changes, topping up key tables) runs on the main lcore. A
+// worker polls without pause: on a CPU it shares with the main lcore, the control side gets only what
+// the scheduler gives it, and a command may wait for seconds.
+void warn_shared_control_core(const std::vector<unsigned>& worker_lcores) {
+  const rte_cpuset_t main_cpus = rte_lcore_cpuset(rte_get_main_lcore());
+  for (unsigned lcore : worker_lcores) {
+    rte_cpuset_t both;
+    const rte_cpuset_t worker_cpus = rte_lcore_cpuset(lcore);
+    CPU_AND(&both, &main_cpus, &worker_cpus);
+    if (CPU_COUNT(&both) != 0)
+      say("warning: worker lcore " + std::to_string(lcore) + " shares a CPU with the main lcore " +
+          std::to_string(rte_get_main_lcore()) + ", which serves the control socket and publishes changes: " +
+          "commands will wait for the scheduler (give the main lcore a CPU of its own, e.g. -l 0-4 or --lcores)");
+  }
 }
 
 struct RingDeleter {
@@ -308,6 +327,7 @@ int main(int argc, char** argv) {
   if (worker_lcores.empty())
     fail(control::kExitUsage, "no worker lcore: give the main lcore and one per worker, e.g. -l 0,1");
   const auto workers = static_cast<unsigned>(worker_lcores.size());
+  warn_shared_control_core(worker_lcores);
 
   const std::vector<std::uint16_t> probed = probed_ports();
   const std::vector<Path> paths = choose_paths(o, probed);
@@ -372,6 +392,10 @@ int main(int argc, char** argv) {
   if (!pool) fail(control::kExitRuntime, pool.error().message + " (--mbufs sets the size)");
 
   ForwarderOptions forwarder_options;
+  forwarder_options.stamp_generation = o.stamp_generation;
+  if (o.stamp_generation)
+    say("STAMPING GENERATIONS (--stamp-generation, a test switch): each forwarded IPv4 packet's identification "
+        "field is overwritten with the rule set generation it was metered under");
   forwarder_options.clock = o.clock;
 
   if (!tsc_clock) {
@@ -451,21 +475,15 @@ int main(int argc, char** argv) {
   say("running; SIGINT or SIGTERM stops");
 
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at).count(); };
-  auto snapshot = [&] {
-    DaemonSnapshot s = take_snapshot(**engine, forwarder_views, worker_lcores, ports, elapsed(), tick_hz);
+  auto snapshot = [&](unsigned sections = kReportAll) {
+    DaemonSnapshot s = take_snapshot(**engine, forwarder_views, worker_lcores, ports, elapsed(), tick_hz, sections);
     s.mbufs_in_use_at_start = mbufs_at_start;
     s.mbufs_in_use = rte_mempool_in_use_count(pool->get());
     return s;
   };
   DaemonSnapshot previous = snapshot();
   double next_stats = o.stats_interval_s;
-  control::DaemonCommands commands(**engine, "file " + quote(o.policy_path, kQuotePathMaxBytes), audit,
-                                   [&](bool json) {
-                                     std::ostringstream out;
-                                     if (json) write_json_line(snapshot(), "stats", out);
-                                     else print_totals(snapshot(), out);
-                                     return out.str();
-                                   });
+  control::DaemonCommands commands(**engine, "file " + quote(o.policy_path, kQuotePathMaxBytes), audit, snapshot);
   const auto handle = [&](const control::protocol::Request& r, const control::Peer& p) { return commands.handle(r, p); };
   say("control socket: " + o.socket_path);
   while (!g_stop_requested.load(std::memory_order_relaxed)) {

@@ -52,6 +52,8 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
                         so a key may be metered by two workers (the flaw the default placement prevents)
   --placement=steered   for tests and benchmarks only: take each RX queue's packets as already split
                         by key, as a NIC steering by RSS delivers them (no handoff); inexact otherwise
+  --stamp-generation    for tests only: write into each forwarded IPv4 packet's identification field the
+                        low 16 bits of the rule set generation it was metered under (alters packets)
   -h, --help            this text
 )";
 
@@ -153,6 +155,7 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--audit-log", o.audit_log_path, "FILE  accepted and refused changes (default: syslog)");
   app.add_option("--dump-keys", o.dump_keys_path, "FILE  every live key at the stop, with its worker (JSON lines)");
   app.add_option("--placement", placement, "keys | none | steered  (none, steered: for tests only)");
+  app.add_flag("--stamp-generation", o.stamp_generation, "for tests only: the rule set generation in each IPv4 ID");
   app.add_option("--max-classifier-entries", o.max_classifier_entries,
                  "N  the policy's limit of classifier entries (default 131072)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{UINT32_MAX}));

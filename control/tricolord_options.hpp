@@ -35,6 +35,7 @@ struct DaemonOptions {
   std::uint64_t max_classifier_entries = 0;  // 0: the engine's default
   std::uint32_t handoff_ring = 1024;  // mbufs each ring between two workers holds
   dataplane::PlacementMode placement = dataplane::PlacementMode::keys_by_hash;  // none: a test switch
+  bool stamp_generation = false;      // a test switch: the generation in each IPv4 packet's ID
   std::string dump_keys_path;         // at the stop: every live key, with the worker that meters it
   std::string socket_path = "/run/tricolor/tricolor.sock";  // the control socket
   std::string socket_group;           // besides root, who may use it (a group name); empty: root only

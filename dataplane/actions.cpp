@@ -12,6 +12,7 @@ constexpr std::uint8_t kEcnMask = 0x03;
 
 // IPv4: the TOS byte is the low half of the header's first 16-bit word, which the checksum covers.
 constexpr std::uint32_t kIpv4TosOffset = 1;
+constexpr std::uint32_t kIpv4IdentificationOffset = 4;
 constexpr std::uint32_t kIpv4ChecksumOffset = 10;
 constexpr std::uint32_t kIpv4ChecksumEnd = kIpv4ChecksumOffset + 2;
 constexpr std::uint16_t kHighByteMask = 0xff00;
@@ -73,6 +74,19 @@ bool remark_ipv6(PacketView& view, std::uint32_t l3_offset, std::uint8_t dscp) n
 }
 
 }  // namespace
+
+bool stamp_ipv4_identification(PacketView& view, const Parsed& parsed, std::uint16_t value) noexcept {
+  if (parsed.error != ParseError::none || parsed.l3 != L3::ipv4) return false;
+  if (parsed.l3_offset + kIpv4ChecksumEnd > view.captured) return false;
+  std::uint8_t* ip = view.data + parsed.l3_offset;
+  const std::uint16_t old_word = load_be16(ip + kIpv4IdentificationOffset);
+  const std::uint16_t old_checksum = load_be16(ip + kIpv4ChecksumOffset);
+  const std::uint32_t sum = (~std::uint32_t{old_checksum} & kOnesComplementMask) +
+                            (~std::uint32_t{old_word} & kOnesComplementMask) + value;  // RFC 1624 eqn. 3
+  store_be16(ip + kIpv4ChecksumOffset, static_cast<std::uint16_t>(~fold_carries(sum)));
+  store_be16(ip + kIpv4IdentificationOffset, value);
+  return true;
+}
 
 bool remark_dscp(PacketView& view, const Parsed& parsed, std::uint8_t dscp) noexcept {
   // A frame that failed to parse is not trusted to be what its fields say; a DSCP over 6 bits is a bug.

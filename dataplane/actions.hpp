@@ -16,4 +16,9 @@ bool remark_dscp(PacketView& view, const Parsed& parsed, std::uint8_t dscp) noex
 // the frame. Returns false (and changes nothing) for an untagged frame.
 bool set_pcp(PacketView& view, const Parsed& parsed, std::uint8_t pcp) noexcept;
 
+// Test instrumentation (tricolord --stamp-generation): writes `value` into an IPv4 packet's
+// identification field, the checksum updated incrementally as remark_dscp does. Returns false (and
+// changes nothing) for anything but an accepted IPv4 frame.
+bool stamp_ipv4_identification(PacketView& view, const Parsed& parsed, std::uint16_t value) noexcept;
+
 }  // namespace tricolor::dataplane

@@ -32,18 +32,20 @@ void WorkerSnapshot::add(const WorkerSnapshot& w) noexcept {
 
 DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* const> forwarders,
                              std::span<const unsigned> lcores, std::span<const std::uint16_t> ports, double elapsed_s,
-                             std::uint64_t tick_hz) {
+                             std::uint64_t tick_hz, unsigned sections) {
   DaemonSnapshot s;
   s.elapsed_s = elapsed_s;
   s.tick_hz = tick_hz;
   s.generation = engine.generation();
   for (std::uint16_t port : ports) {
+    if ((sections & kReportPorts) == 0) break;
     std::uint64_t tx_dropped = 0;
     for (const Forwarder* f : forwarders) tx_dropped += f->counters().tx_dropped[port].get();
     s.ports.push_back({port, port_name(port), read_port_counters(port), tx_dropped, link_up(port)});
   }
   const Policy& policy = engine.policy();
   for (std::size_t r = 0; r < policy.rules.size(); ++r) {
+    if ((sections & kReportRules) == 0) break;
     RuleSnapshot rule;
     rule.name = policy.rules[r].name;
     rule.keyed = policy.rules[r].per_key.kind != KeyKind::none;
@@ -60,14 +62,81 @@ DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* co
     }
     s.rules.push_back(std::move(rule));
   }
-  s.defaults = engine.default_counters();
+  if (sections & kReportDefault) s.defaults = engine.default_counters();
+  s.worker.generation_seen = UINT64_MAX;
   for (std::size_t w = 0; w < forwarders.size(); ++w) {
+    if ((sections & kReportWorkers) == 0) break;
     const ForwarderCounters& f = forwarders[w]->counters();
     s.workers.push_back({static_cast<unsigned>(w), lcores[w], f.polls.get(), f.idle_polls.get(), f.bursts.get(),
                          f.packets.get(), f.policy_drops.get(), f.no_timestamp.get(), f.vlan_restore_failed.get(),
-                         f.handed_out.get(), f.handed_in.get(), f.handoff_dropped.get()});
+                         f.handed_out.get(), f.handed_in.get(), f.handoff_dropped.get(),
+                         engine.worker(static_cast<unsigned>(w)).generation_seen()});
     s.worker.add(s.workers.back());
+    s.worker.generation_seen = std::min(s.worker.generation_seen, s.workers.back().generation_seen);
   }
+  if (s.workers.empty()) s.worker.generation_seen = 0;  // none read, or none running
+  return s;
+}
+
+namespace {
+
+// a - b, or a when b is not below it everywhere (the counter started again since b was taken).
+template <std::size_t N>
+bool covers(const std::array<std::uint64_t, N>& a, const std::array<std::uint64_t, N>& b) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (a[i] < b[i]) return false;
+  return true;
+}
+
+RuleCounters rule_since(const RuleCounters& now, const RuleCounters& base) {
+  if (!covers(now.packets, base.packets) || !covers(now.bytes, base.bytes) || now.dropped_packets < base.dropped_packets ||
+      now.keys_created < base.keys_created || now.table_full < base.table_full)
+    return now;
+  RuleCounters c = now;
+  for (std::size_t k = 0; k < 3; ++k) c.packets[k] -= base.packets[k], c.bytes[k] -= base.bytes[k];
+  c.dropped_packets -= base.dropped_packets, c.dropped_bytes -= base.dropped_bytes;
+  c.keys_created -= base.keys_created, c.keys_renewed -= base.keys_renewed, c.table_full -= base.table_full;
+  // first/last tick stay: when the rule first and last metered, not since the reset
+  return c;
+}
+
+void worker_since(WorkerSnapshot& w, const WorkerSnapshot& base) {
+  w.polls -= base.polls, w.idle_polls -= base.idle_polls, w.bursts -= base.bursts, w.packets -= base.packets;
+  w.policy_drops -= base.policy_drops, w.no_timestamp -= base.no_timestamp;
+  w.vlan_restore_failed -= base.vlan_restore_failed, w.handed_out -= base.handed_out, w.handed_in -= base.handed_in;
+  w.handoff_dropped -= base.handoff_dropped;
+}
+
+}  // namespace
+
+DaemonSnapshot since(const DaemonSnapshot& now, const DaemonSnapshot& baseline) {
+  DaemonSnapshot s = now;
+  for (PortSnapshot& p : s.ports)
+    for (const PortSnapshot& b : baseline.ports)
+      if (b.id == p.id) {
+        PortCounters& c = p.counters;
+        const PortCounters& o = b.counters;
+        c.rx_packets -= o.rx_packets, c.rx_bytes -= o.rx_bytes, c.tx_packets -= o.tx_packets, c.tx_bytes -= o.tx_bytes;
+        c.imissed -= o.imissed, c.rx_errors -= o.rx_errors, c.rx_nombuf -= o.rx_nombuf, c.tx_errors -= o.tx_errors;
+        p.tx_dropped -= b.tx_dropped;
+      }
+  for (RuleSnapshot& r : s.rules)
+    for (const RuleSnapshot& b : baseline.rules)
+      if (b.name == r.name) {
+        r.counters = rule_since(r.counters, b.counters);
+        for (std::size_t w = 0; w < r.workers.size() && w < b.workers.size(); ++w)
+          if (r.workers[w].packets >= b.workers[w].packets && r.workers[w].table_full >= b.workers[w].table_full) {
+            r.workers[w].packets -= b.workers[w].packets;
+            r.workers[w].table_full -= b.workers[w].table_full;
+          }
+      }
+  DefaultCounters& d = s.defaults;
+  const DefaultCounters& o = baseline.defaults;
+  d.packets -= o.packets, d.bytes -= o.bytes, d.non_ip -= o.non_ip, d.no_match -= o.no_match;
+  d.dropped_packets -= o.dropped_packets, d.dropped_bytes -= o.dropped_bytes;
+  for (std::size_t e = 0; e < kParseErrors; ++e) d.malformed[e] -= o.malformed[e];
+  for (std::size_t w = 0; w < s.workers.size() && w < baseline.workers.size(); ++w) worker_since(s.workers[w], baseline.workers[w]);
+  worker_since(s.worker, baseline.worker);
   return s;
 }
 
@@ -105,12 +174,13 @@ void print_rates(const DaemonSnapshot& before, const DaemonSnapshot& now, std::o
   out.flush();
 }
 
-void print_totals(const DaemonSnapshot& s, std::ostream& out) {
+void print_totals(const DaemonSnapshot& s, std::ostream& out, unsigned sections) {
   char line[512];
   std::snprintf(line, sizeof line, "tricolord: counters after %.1f s (rule set generation %llu, clock %llu Hz)\n",
                 s.elapsed_s, static_cast<unsigned long long>(s.generation), static_cast<unsigned long long>(s.tick_hz));
   out << line;
   for (const RuleSnapshot& rule : s.rules) {
+    if ((sections & kReportRules) == 0) break;
     const RuleCounters& c = rule.counters;
     out << "  rule " << rule.name << ":";
     for (std::size_t k = 0; k < 3; ++k) out << ' ' << kColorNames[k] << ' ' << c.packets[k] << " packets " << c.bytes[k] << " bytes;";
@@ -136,18 +206,22 @@ void print_totals(const DaemonSnapshot& s, std::ostream& out) {
     }
   }
   const DefaultCounters& d = s.defaults;
-  out << "  default action: " << d.packets << " packets " << d.bytes << " bytes: " << d.non_ip << " not IP, "
-      << d.no_match << " matching no rule, " << sum(d.malformed) << " malformed";
-  for (std::size_t e = 0; e < kParseErrors; ++e)
-    if (d.malformed[e] != 0) out << " (" << to_string(static_cast<ParseError>(e)) << " " << d.malformed[e] << ")";
-  out << "; " << d.dropped_packets << " dropped\n";
+  if (sections & kReportDefault) {
+    out << "  default action: " << d.packets << " packets " << d.bytes << " bytes: " << d.non_ip << " not IP, "
+        << d.no_match << " matching no rule, " << sum(d.malformed) << " malformed";
+    for (std::size_t e = 0; e < kParseErrors; ++e)
+      if (d.malformed[e] != 0) out << " (" << to_string(static_cast<ParseError>(e)) << " " << d.malformed[e] << ")";
+    out << "; " << d.dropped_packets << " dropped\n";
+  }
   for (const PortSnapshot& p : s.ports) {
+    if ((sections & kReportPorts) == 0) break;
     const PortCounters& c = p.counters;
     out << "  port " << p.id << " (" << p.name << "): rx " << c.rx_packets << " packets " << c.rx_bytes << " bytes, tx "
         << c.tx_packets << " packets " << c.tx_bytes << " bytes, imissed " << c.imissed << ", rx_nombuf " << c.rx_nombuf
         << ", rx errors " << c.rx_errors << ", tx errors " << c.tx_errors << ", tx-dropped " << p.tx_dropped << '\n';
   }
   for (const WorkerSnapshot& w : s.workers) {
+    if ((sections & kReportWorkers) == 0) break;
     out << "  worker " << w.id << " on lcore " << w.lcore << ": " << w.packets << " packets in " << w.bursts << " bursts, "
         << w.polls << " polls (" << w.idle_polls << " idle), " << w.policy_drops << " dropped by the policy";
     if (s.workers.size() > 1)
@@ -155,7 +229,11 @@ void print_totals(const DaemonSnapshot& s, std::ostream& out) {
           << w.handoff_dropped << " dropped: a handoff ring was full";
     if (w.no_timestamp != 0) out << ", " << w.no_timestamp << " without an RX timestamp";
     if (w.vlan_restore_failed != 0) out << ", " << w.vlan_restore_failed << " dropped: their stripped VLAN tag could not be put back";
-    out << '\n';
+    out << "; its latest burst saw rule set generation " << w.generation_seen << '\n';
+  }
+  if ((sections & kReportWorkers) == 0) {
+    out.flush();
+    return;
   }
   if (s.handoff_left_at_stop != 0) out << "  " << s.handoff_left_at_stop << " packets were still in the handoff rings at the stop (freed)\n";
   out << "  mbufs in use: " << s.mbufs_in_use_at_start << " once the ports had started, " << s.mbufs_in_use << " now";
@@ -168,9 +246,15 @@ void print_totals(const DaemonSnapshot& s, std::ostream& out) {
 }
 
 void write_json_line(const DaemonSnapshot& s, const std::string& event, std::ostream& out) {
+  nlohmann::json doc = {{"event", event}};
+  doc.update(to_json(s));
+  out << doc.dump() << '\n';
+  out.flush();
+}
+
+nlohmann::json to_json(const DaemonSnapshot& s) {
   using nlohmann::json;
   json doc;
-  doc["event"] = event;
   doc["elapsed_s"] = s.elapsed_s;
   doc["tick_hz"] = s.tick_hz;
   doc["generation"] = s.generation;
@@ -219,7 +303,8 @@ void write_json_line(const DaemonSnapshot& s, const std::string& event, std::ost
                 {"vlan_restore_failed", w.vlan_restore_failed},
                 {"handed_out", w.handed_out},
                 {"handed_in", w.handed_in},
-                {"handoff_dropped", w.handoff_dropped}};
+                {"handoff_dropped", w.handoff_dropped},
+                {"generation_seen", w.generation_seen}};
   };
   doc["worker"] = worker_json(s.worker);  // summed over the workers
   json& workers = doc["workers"] = json::array();
@@ -233,8 +318,7 @@ void write_json_line(const DaemonSnapshot& s, const std::string& event, std::ost
   doc["mbufs_in_use_at_start"] = s.mbufs_in_use_at_start;
   doc["mbufs_in_use"] = s.mbufs_in_use;
   if (s.stop_s > 0) doc["stop_s"] = s.stop_s;
-  out << doc.dump() << '\n';
-  out.flush();
+  return doc;
 }
 
 }  // namespace tricolor::dataplane

@@ -2,6 +2,8 @@
 // tricolord's counters as an operator reads them: a snapshot taken by the control thread while the
 // workers run (no lock: every counter has one writer), printed as rates since the previous snapshot
 // (per rule and color, Mpps and Mbit/s), as final totals, or as one JSON object per line.
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <ostream>
 #include <span>
@@ -44,6 +46,7 @@ struct WorkerSnapshot {
   unsigned id = 0, lcore = 0;
   std::uint64_t polls = 0, idle_polls = 0, bursts = 0, packets = 0, policy_drops = 0, no_timestamp = 0,
                 vlan_restore_failed = 0, handed_out = 0, handed_in = 0, handoff_dropped = 0;
+  std::uint64_t generation_seen = 0;  // of the rule set of its latest burst (summed: the lowest)
   void add(const WorkerSnapshot& w) noexcept;
 };
 
@@ -62,17 +65,29 @@ struct DaemonSnapshot {
   double stop_s = 0;                        // final counters: from the stop request to the worker stopped
 };
 
-// forwarders[w] runs worker w on lcores[w].
+// The blocks of a snapshot and of a report.
+enum ReportSection : unsigned { kReportRules = 1, kReportDefault = 2, kReportPorts = 4, kReportWorkers = 8, kReportAll = 15 };
+
+// forwarders[w] runs worker w on lcores[w]. Only the blocks in `sections` are read (a rule's counters
+// are summed over the workers: with 10 Ki rules the rules block is the dear one).
 DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* const> forwarders,
                              std::span<const unsigned> lcores, std::span<const std::uint16_t> ports, double elapsed_s,
-                             std::uint64_t tick_hz);
+                             std::uint64_t tick_hz, unsigned sections = kReportAll);
+
+// The counters since `baseline` (an earlier snapshot: `reset counters`), matched by port id, rule name
+// and worker. A rule deleted and added again since (its counters below the baseline's) counts from its
+// new start. Levels, live keys, placements and generations are as now.
+DaemonSnapshot since(const DaemonSnapshot& now, const DaemonSnapshot& baseline);
 
 // One block per interval: totals per port direction, then each rule's green/yellow/red rates.
 void print_rates(const DaemonSnapshot& before, const DaemonSnapshot& now, std::ostream& out);
 // The final counters: per rule and color (packets, bytes, first and last metered tick), default-action
 // reasons, keys (per worker too), per port rx/tx/imissed/rx_nombuf/tx-dropped, each worker's polls and
 // handoffs.
-void print_totals(const DaemonSnapshot& snapshot, std::ostream& out);
+// `sections` chooses the blocks (the control socket's `stats rules`, `stats ports`, ...).
+void print_totals(const DaemonSnapshot& snapshot, std::ostream& out, unsigned sections = kReportAll);
+// Every counter above as one JSON object (the fields write_json_line writes, without "event").
+nlohmann::json to_json(const DaemonSnapshot& snapshot);
 // One line of JSON: {"event": event, ...every counter above...}.
 void write_json_line(const DaemonSnapshot& snapshot, const std::string& event, std::ostream& out);
 

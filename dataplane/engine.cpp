@@ -457,7 +457,9 @@ void Engine::each_table(std::size_t rule, Fn&& fn) const {
 void Engine::for_each_key(std::size_t rule, const KeyVisitor& fn) const {
   for (unsigned w = 0; w < current_->workers; ++w)
     if (const KeyedMeters* table = current_->worker_rule(rule, w).keys)
-      table->for_each([&](const MeterKey& key, const policer::State&, const KeyCounters& c) { fn(key, c, w); });
+      table->for_each([&](const MeterKey& key, const policer::State& state, const KeyCounters& c) {
+        fn(LiveKey{key, state, c, w});
+      });
 }
 
 std::size_t Engine::live_keys(std::size_t rule) const noexcept {

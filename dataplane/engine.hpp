@@ -81,6 +81,7 @@ class Engine {
   Expected<bool> update(const Policy& policy);
   Expected<bool> update(const Policy& policy, const EngineLimits& limits);
   const EngineLimits& limits() const noexcept { return limits_; }
+  policer::TickRate tick_rate() const noexcept { return tick_rate_; }
   // The fields the RX ports hash on, when they steer keys to workers (placement.hpp); republishes
   // the policy with the placement that follows. Before the workers start (a port that would not take
   // the steering plan turns it off).
@@ -97,6 +98,7 @@ class Engine {
   std::size_t retired_sets() const noexcept;  // not freed yet
 
   Worker& worker(unsigned w) noexcept { return *workers_[w]; }
+  const Worker& worker(unsigned w) const noexcept { return *workers_[w]; }
   unsigned workers() const noexcept { return static_cast<unsigned>(workers_.size()); }
 
   // One worker on the calling thread (tricolor-replay, tests): worker 0 processes the burst, passes
@@ -116,9 +118,16 @@ class Engine {
   std::size_t classifier_entries() const noexcept { return current_->classifier->entries(); }
   std::uint64_t classifier_builds() const noexcept { return classifier_builds_; }
 
-  // Per-key rules: every live key's counters, as consistent copies (a reader: never blocks metering),
-  // each worker's table in turn (the worker that meters the key is given).
-  using KeyVisitor = std::function<void(const MeterKey& key, const KeyCounters& counters, unsigned worker)>;
+  // Per-key rules: every live key's meter state and counters, as consistent copies (a reader: never
+  // blocks metering), each worker's table in turn (the worker that meters the key is given). The state
+  // is as of the key's latest packet (its `last` tick).
+  struct LiveKey {
+    const MeterKey& key;
+    const policer::State& state;
+    const KeyCounters& counters;
+    unsigned worker;
+  };
+  using KeyVisitor = std::function<void(const LiveKey& live)>;
   void for_each_key(std::size_t rule, const KeyVisitor& fn) const;
   std::size_t live_keys(std::size_t rule) const noexcept;
   std::size_t live_keys(std::size_t rule, unsigned worker) const noexcept;

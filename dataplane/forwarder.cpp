@@ -8,6 +8,9 @@
 #include <new>
 #include <rte_prefetch.h>
 
+#include "dataplane/actions.hpp"
+#include "dataplane/parse.hpp"
+
 namespace tricolor::dataplane {
 
 void Forwarder::run(StopState& stop) noexcept {
@@ -105,6 +108,8 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
       ++unrestored;
     }
   }
+  if (options_.stamp_generation) [[unlikely]]
+    stamp(forward, forwarded, static_cast<std::uint16_t>(set.generation));
   counters_.bursts.add(1);
   counters_.packets.add(n - passed);
   if (passed != 0) hand_over(mbufs, n, verdicts, set.generation);
@@ -124,6 +129,13 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
     }
     transmit(port, now, sending);
     forwarded = later;
+  }
+}
+
+void Forwarder::stamp(rte_mbuf** mbufs, std::uint16_t n, std::uint16_t generation) noexcept {
+  for (std::uint16_t i = 0; i < n; ++i) {
+    PacketView view = view_of(mbufs[i], mbufs[i]->port, 0);
+    stamp_ipv4_identification(view, parse(view), generation);
   }
 }
 

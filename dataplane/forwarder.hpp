@@ -49,6 +49,9 @@ struct ForwarderOptions {
   ClockSource clock = ClockSource::tsc;
   RxTimestampField timestamp;                        // with ClockSource::rx_timestamp
   std::array<bool, RTE_MAX_ETHPORTS> vlan_insert{};  // ports that insert a VLAN tag on transmit
+  // Test instrumentation: each forwarded IPv4 packet carries, in its identification field, the low 16
+  // bits of the generation of the rule set it was metered under (tests of live changes).
+  bool stamp_generation = false;
 };
 
 // What a handoff ring carries: the packet and what its receiver learned (rte_ring elements of 16
@@ -109,6 +112,7 @@ class Forwarder {
   std::uint16_t poll_rings() noexcept;
   void process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Handed> handed) noexcept;
   void view_all(rte_mbuf** mbufs, std::uint16_t n, PacketView* views) noexcept;
+  void stamp(rte_mbuf** mbufs, std::uint16_t n, std::uint16_t generation) noexcept;
   void hand_over(rte_mbuf** mbufs, std::uint16_t n, const Verdict* verdicts, std::uint64_t generation) noexcept;
   void transmit(std::uint16_t port, rte_mbuf** packets, std::uint16_t count) noexcept;
   std::uint16_t send(std::uint16_t port, rte_mbuf** packets, std::uint16_t count) noexcept;

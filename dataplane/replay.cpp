@@ -1,5 +1,6 @@
 #include "dataplane/replay.hpp"
 
+#include <algorithm>
 #include <span>
 #include <vector>
 
@@ -38,15 +39,29 @@ void write_csv_line(std::ostream& csv, std::uint64_t index, const Policy& p, con
 
 }  // namespace
 
-ReplayResult replay_capture(Engine& engine, CaptureReader& capture, CaptureWriter* forwarded, std::ostream* csv) {
+ReplayResult replay_capture(Engine& engine, CaptureReader& capture, CaptureWriter* forwarded, std::ostream* csv,
+                            std::span<const ScheduledChange> changes) {
   ReplayResult result;
   std::vector<CaptureRecord> records(kBurst);
   PacketView views[kBurst];
   Verdict verdicts[kBurst];
+  std::size_t next_change = 0;
   bool more = true;
   while (more) {
+    while (next_change < changes.size() && changes[next_change].before <= result.records) {
+      const ScheduledChange& change = changes[next_change++];
+      if (auto installed = engine.update(change.policy); !installed) {
+        result.change_refused = true;
+        result.stop_reason = "the change before packet " + std::to_string(change.before) + " (" + change.what +
+                             ") was refused: " + installed.error().message;
+        return result;
+      }
+    }
+    // A burst ends where the next change begins.
+    std::size_t burst = kBurst;
+    if (next_change < changes.size()) burst = std::min<std::uint64_t>(burst, changes[next_change].before - result.records);
     std::size_t pending = 0;
-    while (pending < kBurst && (more = capture.next(records[pending]))) ++pending;
+    while (pending < burst && (more = capture.next(records[pending]))) ++pending;
     if (pending == 0) break;
     for (std::size_t i = 0; i < pending; ++i) {
       CaptureRecord& r = records[i];

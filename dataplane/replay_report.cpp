@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dataplane/key_query.hpp"
 #include "dataplane/keys.hpp"
 
 namespace tricolor::dataplane {
@@ -122,33 +123,12 @@ void write_colors(JsonWriter& json, const std::array<std::uint64_t, 3>& packets,
 }
 
 // Per-key rules: how many keys, their memory, and the keys by red bytes (all of them, or the top
-// `top`). Ranking works on the key bytes (ties broken by them: a deterministic order); keys become
-// text only as they are written.
+// `top`; key_query.hpp ranks them).
 void write_keys(JsonWriter& json, const Engine& engine, std::size_t rule, std::size_t top, bool all) {
   const RuleCounters& c = engine.counters(rule);
   const PerKey& per = engine.policy().rules[rule].per_key;
-  struct Item {
-    MeterKey key;
-    KeyCounters counters;
-  };
-  auto before = [](const Item& a, const Item& b) {  // a ranks before b
-    if (a.counters.bytes[2] != b.counters.bytes[2]) return a.counters.bytes[2] > b.counters.bytes[2];
-    return a.key < b.key;
-  };
-  std::vector<Item> items;  // all, or a heap of the best `top` with the worst at the front
-  if (all) items.reserve(engine.live_keys(rule));
-  engine.for_each_key(rule, [&](const MeterKey& key, const KeyCounters& counters, unsigned) {
-    const Item item{key, counters};
-    if (all || items.size() < top) {
-      items.push_back(item);
-      if (!all) std::push_heap(items.begin(), items.end(), before);
-    } else if (top != 0 && before(item, items.front())) {
-      std::pop_heap(items.begin(), items.end(), before);
-      items.back() = item;
-      std::push_heap(items.begin(), items.end(), before);
-    }
-  });
-  std::sort(items.begin(), items.end(), before);
+  const std::vector<RankedKey> items =
+      rank_keys(engine, rule, KeyOrder::red_bytes, all ? std::nullopt : std::optional<std::size_t>(top));
 
   json.begin_object("keys");
   json.field("live", engine.live_keys(rule));
@@ -161,7 +141,7 @@ void write_keys(JsonWriter& json, const Engine& engine, std::size_t rule, std::s
   json.field("spare_bytes", engine.key_spare_bytes(rule));  // chunks kept ready for new keys
   json.field("starved_packets", engine.keys_starved(rule));  // new keys no ready chunk could take
   json.begin_array(all ? "all" : "top_by_red_bytes");
-  for (const Item& item : items) {
+  for (const RankedKey& item : items) {
     json.begin_object();
     json.field("key", std::string_view(key_text(per, item.key)));
     write_colors(json, item.counters.packets, item.counters.bytes);

@@ -215,6 +215,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   if (set.generation != generation_) {
     seen_.record(set.generation, earliest);
     generation_ = set.generation;
+    seen_generation_.store(set.generation, std::memory_order_relaxed);
     sweep_cursor_ = 0;
   }
   // Packets handed over by the workers that received them under this very set keep the rule they

@@ -77,6 +77,9 @@ class Worker {
   std::span<KeyedMeters* const> tables_touched() const noexcept { return {touched_.data(), touched_count_}; }
 
   unsigned id() const noexcept { return id_; }
+  // The generation of the rule set of the latest burst this worker metered (0 before its first): the
+  // control side's way to see a change take effect. Written once per new set, by this worker only.
+  std::uint64_t generation_seen() const noexcept { return seen_generation_.load(std::memory_order_relaxed); }
   const WorkerDefaultCounters& default_counters() const noexcept { return defaults_; }
 
   Worker(const std::atomic<const RuleSet*>& published, Rcu& rcu, unsigned id) noexcept
@@ -102,6 +105,7 @@ class Worker {
   Rcu& rcu_;
   const unsigned id_;
   std::uint64_t generation_ = 0;  // of the set of the previous burst
+  std::atomic<std::uint64_t> seen_generation_{0};  // the same, for readers on other threads
   std::uint64_t first_tick_ = 0;  // of the current burst: the tick of changes it is the first to see
   SeenGenerations seen_;
   std::size_t sweep_cursor_ = 0;  // into the set's per-key rules

@@ -87,7 +87,10 @@ class Bench:
         self.memory = memory
         self.serial = 0
 
-    def command(self, program, capture, packets, flows, prefix, workers):
+    def command(self, program, capture, packets, flows, prefix, workers, policy=None, extra=(), own_limit=None):
+        """The program's command line, its counters' parser and the seconds after which it stops by itself.
+        tricolord: `policy` replaces the program's policy file, `extra` is added to its options and
+        `own_limit` replaces its duration (the control benchmark, bench/control/run_control_bench.py)."""
         args = self.args
         # One worker: main lcore on core 0, the worker on core 1. Two: the second worker beside the main
         # lcore on core 0 (it sleeps between its turns), each worker with an RX queue of its own (the
@@ -101,7 +104,7 @@ class Bench:
                "--vdev", f"net_pcap0,{rx},infinite_rx=1", "--vdev", "net_null0,no-rx=1"]
         eal += self.memory.eal_args(packets * workers, flows)
         mbufs = mbufs_for(packets * workers)
-        own_limit = int(STARTUP_LIMIT_S + args.warmup + args.measure + 10)   # the program's own end
+        own_limit = own_limit or int(STARTUP_LIMIT_S + args.warmup + args.measure + 10)   # the program's own end
         if program == "testpmd":
             return [args.testpmd, *eal, "--", "--forward-mode=io", "--auto-start", "--stats-period", "1",
                     f"--total-num-mbufs={mbufs}", f"--nb-cores={workers}", f"--rxq={workers}", f"--txq={workers}"], \
@@ -109,9 +112,10 @@ class Bench:
         if program == "qos_meter":
             return [args.qos_meter, *eal, "--", "-p", "3", "-n", str(mbufs), "-T", str(own_limit)], \
                 QosMeterParser(), own_limit
-        policy = os.path.join(HERE, "aggregate.policy" if program == "tricolord-aggregate" else "per-5-tuple.policy")
+        policy = policy or os.path.join(HERE, "aggregate.policy" if program == "tricolord-aggregate" else "per-5-tuple.policy")
         return [args.tricolord, *eal, "--", "--policy", policy, "--json", "--stats-interval", "1",
-                "--duration", str(own_limit), "--mbufs", str(mbufs), *(["--placement=steered"] if steered else [])], \
+                "--duration", str(own_limit), "--mbufs", str(mbufs), *(["--placement=steered"] if steered else []),
+                *extra], \
             TricolordParser(), own_limit
 
     def run(self, program, frames, flows, capture, packets, round_, workers=1):

@@ -118,6 +118,41 @@ def main():
             code, _, err = ctl(sock, "profile", "delete", "silver")
             expect("a profile in use cannot be deleted", code == 2, err)
 
+            # The daemon's own commands: each refusal says what was wrong, with a caret at the token.
+            def refused(words, message, token):
+                code, _, err = ctl(sock, *words)
+                lines = err.splitlines()
+                return (code == 2 and message in err and len(lines) == 3 and
+                        lines[2].index("^") == lines[1].index(token)), (code, err)
+            for words, message, token in [
+                    (["stats", "colours"], "stats: expected nothing, rules, rule NAME, default, ports or workers", "colours"),
+                    (["stats", "rule", "nosuch"], "stats: no rule named 'nosuch'", "nosuch"),
+                    (["reset", "meters"], "reset: expected `reset counters`", "meters"),
+                    (["key", "list", "nosuch"], "key: no rule named 'nosuch'", "nosuch"),
+                    (["key", "list", "web"], "key: rule web has no per-key meters", "web"),
+                    (["key", "list", "hosts", "top", "0"], "key list: top: a count from 1 to 1000000", "0"),
+                    (["key", "list", "hosts", "by", "blue"], "key list: by: one of red-bytes, red-packets", "blue"),
+                    (["key", "list", "hosts", "sideways"], "key list: expected `top N`, `all` or `by ORDER` here", "sideways"),
+                    (["key", "show", "hosts", "10.2.300.1"], "key show: '10.2.300.1' is not a key of rule hosts", "10.2.300.1"),
+                    (["key", "show", "hosts", "10.2.0.1"], "key show: rule hosts has no live key 10.2.0.1", "10.2.0.1"),
+                    (["key", "drop", "hosts"], "key: expected `key list RULE", "drop")]:
+                ok, detail = refused(words, message, token)
+                expect(f"{' '.join(words)}: refused, exit 2, the caret at {token!r}", ok, detail)
+            code, out, _ = ctl(sock, "--json", "names")
+            expect("names lists the rules and profiles",
+                   code == 0 and json.loads(out)["result"] == {"rules": ["web", "hosts"], "profiles": ["gold", "silver"],
+                                                               "color_maps": []}, out)
+            code, out, _ = ctl(sock, "--json", "key", "list", "hosts")
+            expect("key list of a rule with no live key: an empty list",
+                   code == 0 and json.loads(out)["result"]["keys"] == [] and json.loads(out)["result"]["live_keys"] == 0, out)
+            code, out, _ = ctl(sock, "--json", "stats", "ports")
+            result = json.loads(out)["result"] if code == 0 else {}
+            expect("stats ports: the ports block only", code == 0 and len(result.get("ports", [])) == 1 and
+                   "rules" not in result, out)
+            code, out, _ = ctl(sock, "stats", "workers")
+            expect("stats workers (text): each worker and the generation its latest burst saw",
+                   code == 0 and "worker 0 on lcore 1" in out and "rule set generation" in out and "rule web" not in out, out)
+
             bad = os.path.join(workdir, "bad.policy")
             open(bad, "w").write("profile add z 1r2c cir 1mbit cbs 8k\nrule add all profile z\nrule add bad dst 999.1.1.1 profile z\n")
             code, _, err = ctl(sock, "load", bad)

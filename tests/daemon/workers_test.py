@@ -169,6 +169,8 @@ def main():
         check_delivery("one queue", final, frames, len(packets))
         assert "each key metered by one worker, chosen by a hash of the key" in errors, errors
         assert "RSS steering off: port 0 (net_pcap) has 1 RX queue for 2 workers" in errors, errors
+        # --lcores 0@0,1@1,2@0 puts worker 2 on the main lcore's CPU (this machine has 2): said at startup.
+        assert "warning: worker lcore 2 shares a CPU with the main lcore 0" in errors, errors
         differ = collections.Counter()
         for frame in frames:
             seq, color, rule, _, _ = decode(frame)

@@ -138,7 +138,7 @@ TEST(EngineThreads, WorkersMeterWhileTheControlThreadPublishes) {
       const RuleCounters c = engine.counters(r);
       read_packets += c.packets[0] + c.packets[1] + c.packets[2];
       std::size_t keys = 0;
-      engine.for_each_key(r, [&](const MeterKey&, const KeyCounters&, unsigned) { ++keys; });
+      engine.for_each_key(r, [&](const Engine::LiveKey&) { ++keys; });
       read_packets += keys + engine.live_keys(r) + engine.key_memory_bytes(r) / 4096;
     }
     read_packets += engine.default_counters().packets;
@@ -176,7 +176,7 @@ TEST(EngineThreads, WorkersMeterWhileTheControlThreadPublishes) {
   // Each key in one worker's table only.
   for (std::size_t r = 0; r < now.rules.size(); ++r) {
     std::set<MeterKey> seen[2];
-    engine.for_each_key(r, [&](const MeterKey& key, const KeyCounters&, unsigned w) { seen[w].insert(key); });
+    engine.for_each_key(r, [&](const Engine::LiveKey& live) { seen[live.worker].insert(live.key); });
     for (const MeterKey& key : seen[0]) EXPECT_FALSE(seen[1].contains(key)) << now.rules[r].name;
     if (now.rules[r].per_key.kind != KeyKind::none) {
       EXPECT_EQ(engine.placement(r), Placement::by_key_hash);

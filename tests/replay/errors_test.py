@@ -54,6 +54,23 @@ write_pcap(capture, [frame(i) for i in range(10)])
 ok = run("--policy", policy, "--in", capture, "--json", os.path.join(work, "ok.json"))
 expect("good inputs", ok, 0)
 
+# --change-at INDEX:COMMAND (live changes replayed): each malformed one refused before anything runs.
+expect("change-at without an index", run("--policy", policy, "--in", capture, "--change-at", "rule delete dns"), 1,
+       "expected INDEX:COMMAND")
+expect("change-at with a bad index", run("--policy", policy, "--in", capture, "--change-at", "1x:rule delete dns"), 1,
+       "expected INDEX:COMMAND")
+expect("change-at out of order", run("--policy", policy, "--in", capture, "--change-at", "5:profile change p 1r2c cir 2mbit cbs 10k",
+                                     "--change-at", "3:rule delete dns"), 1, "in the order of their packets (3 after 5)")
+expect("change-at with a bad command", run("--policy", policy, "--in", capture, "--change-at", "2:rule delete nosuch"), 1,
+       "--change-at '2:rule delete nosuch': ", "nosuch")
+expect("change-at past the capture", run("--policy", policy, "--in", capture, "--change-at", "10:rule delete dns"), 0,
+       "never applied: the capture has 10 packets")
+changed = run("--policy", policy, "--in", capture, "--csv", os.path.join(work, "changed.csv"), "--change-at", "4:rule delete dns")
+expect("change-at applied before its packet", changed, 0)
+rules = [line.split(",")[1] for line in open(os.path.join(work, "changed.csv")).read().splitlines()[1:]]
+if rules != ["dns"] * 4 + ["-"] * 6:
+    failures.append(f"change-at 4: the rule of each packet is {rules}, expected dns for 0-3 and none after")
+
 expect("missing capture", run("--policy", policy, "--in", os.path.join(work, "nope.pcap")), 2, "nope.pcap")
 expect("capture is a directory", run("--policy", policy, "--in", work), 2, work)
 not_capture = os.path.join(work, "text.pcap")
