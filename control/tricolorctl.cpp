@@ -1,148 +1,109 @@
-// tricolorctl: tricolord's command-line client. One command per run, sent over the control socket
-// (control/protocol.hpp), its reply printed:
-//   tricolorctl [--socket PATH] [--json] COMMAND...     e.g. tricolorctl rule change web profile silver
+// tricolorctl: tricolord's command-line client, over the control socket (control/protocol.hpp):
+//   tricolorctl [--socket PATH] [--json] COMMAND...     one command, e.g. tricolorctl rule change web profile silver
 //   tricolorctl load FILE                               a whole policy, installed whole or not at all
-// Exit status, for scripts: 0 done; 1 the command line is wrong; 2 tricolord refused the command (the
-// message says why, with a caret under the token at fault); 3 tricolord could not be reached or
-// answered nothing that makes sense (not running, no permission, a broken reply).
-#include <sys/socket.h>
-#include <sys/un.h>
+//   tricolorctl                                         an interactive shell (stdin a terminal), or the
+//                                                       commands of stdin one a line (tricolorctl < script)
+//   tricolorctl top [--rule NAME] [--sort COLUMN] ...   live rates per rule (or per key) and color
+// Exit status, for scripts (control/ctl_client.hpp): 0 done; 1 the command line is wrong; 2 tricolord
+// refused the command (the message says why, with a caret under the token at fault); 3 tricolord could
+// not be reached or answered nothing that makes sense (not running, no permission, gone, a broken reply).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
-#include <cerrno>
-#include <cstring>
+#include <chrono>
 #include <iostream>
 #include <string>
 #include <vector>
 
-#include "control/policy_file.hpp"
-#include "control/protocol.hpp"
+#include "control/ctl_client.hpp"
+#include "control/ctl_shell.hpp"
+#include "control/ctl_top.hpp"
 
 namespace {
 
 using namespace tricolor::control;
-
-constexpr int kExitUsage = 1;
-constexpr int kExitRefused = 2;
-constexpr int kExitUnreachable = 3;
-constexpr const char* kDefaultSocket = "/run/tricolor/tricolor.sock";
 
 int unreachable(const std::string& message) {
   std::cerr << "tricolorctl: " << message << '\n';
   return kExitUnreachable;
 }
 
-bool send_all(int fd, const std::string& bytes) {
-  std::size_t sent = 0;
-  while (sent < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    sent += static_cast<std::size_t>(n);
-  }
-  return true;
+int usage(const std::string& message) {
+  std::cerr << "tricolorctl: " << message << '\n';
+  return kExitUsage;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tricolorctl: sends one command to tricolord over its control socket and prints the reply.\n"
+  CLI::App app{"tricolorctl: tricolord's client over its control socket. With a command, sends it and prints "
+               "the reply; without one, an interactive shell (or, stdin not a terminal, the commands of stdin "
+               "one a line); `top`, live rates.\n"
                "Exit status: 0 done, 1 usage, 2 the command was refused, 3 tricolord could not be reached."};
   std::string socket_path = kDefaultSocket;
   bool json = false;
   double timeout_s = 30;
+  bool keep_going = false;
   std::vector<std::string> words;
   app.add_option("--socket", socket_path, "tricolord's control socket (default /run/tricolor/tricolor.sock)");
-  app.add_flag("--json", json, "print the reply as JSON (for scripts)");
-  app.add_option("--timeout", timeout_s, "seconds to wait for the reply (default 30)")->check(CLI::PositiveNumber);
+  app.add_flag("--json", json, "print replies as JSON (for scripts); with top, one JSON object per refresh");
+  app.add_option("--timeout", timeout_s, "seconds to wait for a reply (default 30)")->check(CLI::PositiveNumber);
+  app.add_flag("--keep-going", keep_going,
+               "commands from stdin: go on after a refused command (the exit status is still 2)");
   app.add_option("command", words, "a command of the language (rule list, rule change NAME ...), ping, version, "
-                                    "stats, save FILE, or load FILE")
-      ->required();
-  app.allow_extras(false);
-  app.prefix_command(false);
+                                    "stats, names, key list RULE, reset counters, save FILE, load FILE, or top; "
+                                    "none: the shell");
+  // top's options sit on the main parser: a subcommand would take the word `top` anywhere on the line,
+  // and a rule may be named top (`tricolorctl rule show top`).
+  TopOptions top;
+  auto* group = app.add_option_group("top", "tricolorctl top: live rates per rule and color, refreshed");
+  std::vector<CLI::Option*> top_flags{
+      group->add_option("--interval", top.interval_s, "seconds between refreshes (default 1)")
+          ->check(CLI::Range(0.05, 3600.0)),
+      group->add_option("--rule", top.rule, "a per-key rule: its keys (top --keys by red bytes) instead of the rules"),
+      group->add_option("--keys", top.keys, "with --rule: how many keys (default 20)")->check(CLI::Range(1, 100000)),
+      group->add_option("--sort", top.sort, "the column to sort by: numbers descending, names ascending (default: the daemon's order)"),
+      group->add_option("-n,--iterations", top.iterations, "stop after N refreshes (default: until q or Ctrl-C)")
+          ->check(CLI::PositiveNumber),
+      group->add_flag("-b,--batch", top.batch, "plain text blocks without escape codes, for scripts (as top -b)")};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
+  if (const std::string bad = CtlClient::check_path(socket_path); !bad.empty()) return usage(bad);
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
 
-  protocol::Request request;
-  request.json = json;
-  for (const std::string& word : words) request.command += (request.command.empty() ? "" : " ") + word;
-  if (words.front() == "load") {
-    if (words.size() != 2) {
-      std::cerr << "tricolorctl: load FILE: one policy file\n";
-      return kExitUsage;
-    }
-    auto text = read_policy_file(words[1]);
-    if (!text) {
-      std::cerr << "tricolorctl: " << text.error().message << '\n';
-      return kExitUsage;
-    }
-    request.command = "load";
-    request.text = std::move(*text);
+  const bool is_top = !words.empty() && words.front() == "top";
+  if (!is_top)
+    for (const CLI::Option* flag : top_flags)
+      if (flag->count() > 0) return usage(flag->get_name() + " goes with top (tricolorctl top " + flag->get_name() + " ...)");
+  if (is_top && words.size() > 1) return usage("top takes options, not words: '" + words[1] + "'");
+  if (!is_top && !words.empty() && words.front() == "load" && words.size() != 2) return usage("load FILE: one policy file");
+
+  if (is_top) {
+    if (const std::string bad = check_top_options(top); !bad.empty()) return usage(bad);
+    auto client = CtlClient::connect(socket_path);
+    if (!client) return unreachable(client.error().message);
+    return run_top(*client, top, json, timeout);
+  }
+  if (words.empty()) {
+    auto client = CtlClient::connect(socket_path);
+    if (!client) return unreachable(client.error().message);
+    const ShellOptions options{.json = json, .keep_going = keep_going, .timeout = timeout};
+    return ::isatty(STDIN_FILENO) ? run_shell(*client, options) : run_script(*client, std::cin, options);
   }
 
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (socket_path.empty() || socket_path.size() >= sizeof(address.sun_path)) {
-    std::cerr << "tricolorctl: --socket: a path of 1 to " << sizeof(address.sun_path) - 1 << " bytes\n";
-    return kExitUsage;
-  }
-  std::memcpy(address.sun_path, socket_path.data(), socket_path.size());
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return unreachable(std::string("cannot make a socket: ") + std::strerror(errno));
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    const int e = errno;
-    ::close(fd);
-    return unreachable("cannot reach tricolord at " + socket_path + ": " + std::strerror(e) +
-                       (e == ENOENT || e == ECONNREFUSED ? " (is it running? --socket names another socket)"
-                        : e == EACCES                    ? " (root, or the daemon's --socket-group, may use it)"
-                                                         : ""));
-  }
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(timeout_s);
-  tv.tv_usec = static_cast<suseconds_t>((timeout_s - static_cast<double>(tv.tv_sec)) * 1e6);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (!send_all(fd, protocol::frame(protocol::request_json(request)))) {
-    // The daemon may have refused the connection with a reply before closing it: read that below.
-  }
-  protocol::FrameReader reader;
-  std::optional<std::string> frame;
-  std::uint8_t buffer[64 * 1024];
-  while (!frame && !reader.error()) {
-    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int e = errno;
-      ::close(fd);
-      return unreachable(n == 0 ? "tricolord closed the connection without a reply"
-                                : std::string("no reply from tricolord: ") + std::strerror(e));
-    }
-    std::span<const std::uint8_t> bytes(buffer, static_cast<std::size_t>(n));
-    while (!bytes.empty() && !frame && !reader.error()) {
-      bytes = bytes.subspan(reader.feed(bytes));
-      frame = reader.next();
-    }
-  }
-  ::close(fd);
-  if (!frame) return unreachable("a broken reply from tricolord: " + reader.error()->message);
-  auto reply = protocol::parse_reply(*frame);
-  if (!reply) return unreachable("a broken reply from tricolord: " + reply.error().message);
-  if (json) {
-    std::cout << *frame << '\n';
-    return reply->ok ? 0 : kExitRefused;
-  }
-  if (reply->ok) {
-    std::cout << reply->output;
-    if (!reply->output.empty() && reply->output.back() != '\n') std::cout << '\n';
-    return 0;
-  }
-  std::cerr << "tricolorctl: " << reply->error.message << '\n';
-  if (reply->error.column && request.command.find('\n') == std::string::npos && request.command != "load") {
-    std::cerr << "  " << request.command << "\n  " << std::string(*reply->error.column - 1, ' ') << '^' << '\n';
-  }
-  return kExitRefused;
+  // One command. A file to load is read before connecting: a wrong path is the operator's mistake,
+  // whatever the daemon's state.
+  std::string line;
+  for (const std::string& word : words) line += (line.empty() ? "" : " ") + word;
+  auto request = request_for_line(line, json);
+  if (!request) return usage(request.error().message);
+  auto client = CtlClient::connect(socket_path);
+  if (!client) return unreachable(client.error().message);
+  auto answer = client->call(*request, timeout);
+  if (!answer) return unreachable(answer.error().message);
+  return print_answer(*answer, *request, json, std::cout, std::cerr);
 }
