@@ -108,11 +108,17 @@ Candidates next_words(std::span<const std::string> before, const std::function<N
   if (command == "key") {
     if (n == 1) return {{"list", "show"}};
     if (n == 2) return {names().rules};  // the per-key ones among them: the daemon says if not
-    if (before[1] == "list" && n == 3) return {{"top"}};
-    if (before[1] == "list" && n == 5 && before[3] == "top") return {{"by"}};
-    if (before[1] == "list" && n == 6 && before[5] == "by")
-      return {{"green-packets", "green-bytes", "yellow-packets", "yellow-bytes", "red-packets", "red-bytes"}};
-    return {};
+    // key list RULE [top N | all] [by ORDER] (the orders: dataplane/key_query.hpp)
+    if (before[1] != "list" || n < 3) return {};
+    if (before[n - 1] == "by")
+      return {{"red-bytes", "red-packets", "yellow-bytes", "yellow-packets", "green-bytes", "green-packets", "bytes",
+               "packets"}};
+    if (before[n - 1] == "top") return {};
+    std::vector<std::string> next;
+    const auto given = [&](const char* word) { return std::find(before.begin() + 3, before.end(), word) != before.end(); };
+    if (!given("top") && !given("all")) next = {"top", "all"};
+    if (!given("by")) next.push_back("by");
+    return {next};
   }
   const bool profile = command == "profile", color_map = command == "color-map", rule = command == "rule";
   if (!profile && !color_map && !rule) return {};
