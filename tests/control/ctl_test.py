@@ -18,33 +18,10 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 
-build_root = sys.argv[1]
-tricolord = os.path.join(build_root, "control", "tricolord")
-tricolorctl = os.path.join(build_root, "control", "tricolorctl")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ctl_support import POLICY, ctl, expect, finish, start_daemon, wait_for  # noqa: E402
 
-POLICY = """\
-profile add gold trtcm cir 1mbit cbs 8k pir 2mbit pbs 16k
-profile add silver 1r2c cir 500kbit cbs 4k
-rule add web dst 10.1.0.0/16 proto tcp dport 80,443 profile gold
-rule add hosts src 10.2.0.0/16 per src profile silver
-"""
-failures = []
-
-
-def expect(what, condition, detail=""):
-    print(("ok   " if condition else "FAIL ") + what + ("" if condition else f": {detail}"))
-    if not condition:
-        failures.append(what)
-
-
-def ctl(sock, *words, user=None, timeout=30):
-    argv = [tricolorctl, "--socket", sock, *words]
-    if user:
-        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    return r.returncode, r.stdout, r.stderr
 
 
 def frame(payload: bytes) -> bytes:
@@ -65,22 +42,9 @@ def raw_reply(conn):
     return json.loads(body)
 
 
-def start(workdir, sock, name, extra=()):
-    policy = os.path.join(workdir, "p.policy")
-    args = [tricolord, "-l", "0,1", "--no-huge", "-m", "512", "--no-pci", "--no-telemetry",
-            f"--file-prefix=tricolor-ctl-{os.getpid()}-{name}", "--log-level=lib.eal:warning", "--vdev=net_null0",
-            "--", "--policy", policy, "--socket", sock, "--audit-log", os.path.join(workdir, "audit.log"),
-            "--duration", "120", *extra]
-    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-
-
-def wait_for(sock, daemon):
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and daemon.poll() is None:
-        if ctl(sock, "ping")[0] == 0:
-            return True
-        time.sleep(0.1)
-    return False
+def start(workdir, sock, name):
+    return start_daemon(f"ctl-{name}", os.path.join(workdir, "p.policy"), sock,
+                        extra=["--audit-log", os.path.join(workdir, "audit.log")])
 
 
 def main():
@@ -226,8 +190,7 @@ def main():
         expect("its socket file is removed", not os.path.exists(sock))
         code, _, err = ctl(sock, "ping")
         expect("no daemon: exit 3, said why", code == 3 and "is it running?" in err, (code, err))
-    if failures:
-        sys.exit(f"{len(failures)} failures: {failures}")
+    finish()
 
 
 if __name__ == "__main__":

@@ -37,10 +37,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "daemon"))
 import daemon_capture  # noqa: E402
 
-build_root = sys.argv[1]
-tricolord = os.path.join(build_root, "control", "tricolord")
-tricolorctl = os.path.join(build_root, "control", "tricolorctl")
-replay = os.path.join(build_root, "control", "tricolor-replay")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ctl_support import expect, finish, tricolor_replay as replay, tricolorctl, tricolord  # noqa: E402
 
 COLORS = " green remark af11 yellow remark af12 red remark af13"
 POLICY = f"""\
@@ -68,13 +66,6 @@ SECONDS, RATE_PPS = 3.0, 20_000
 # reading a pipe returns a burst only once it has read all 32 packets of it).
 PAUSE_A, PAUSE_B = 625 * 32, 1094 * 32
 
-failures = []
-
-
-def expect(what, condition, detail=""):
-    print(("ok   " if condition else "FAIL ") + what + ("" if condition else f": {detail}"))
-    if not condition:
-        failures.append(what)
 
 
 def make_packets(seed=11):
@@ -285,10 +276,7 @@ def main():
         audit = open(os.path.join(workdir, "audit.log")).read()
         expect("the audit log has every change and the reset",
                all(c in audit for c, _ in applied) and "reset the counters" in audit, audit[-500:])
-    if failures:
-        print(f"{len(failures)} checks failed: {failures}")
-        sys.exit(1)
-    print("all checks passed")
+    finish()
 
 
 main()

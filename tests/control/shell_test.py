@@ -23,29 +23,9 @@ import sys
 import tempfile
 import time
 
-build_root = sys.argv[1]
-tricolord = os.path.join(build_root, "control", "tricolord")
-tricolorctl = os.path.join(build_root, "control", "tricolorctl")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ctl_support import POLICY, ctl, expect, finish, start_daemon, tricolorctl, wait_for  # noqa: E402
 
-POLICY = """\
-profile add gold trtcm cir 1mbit cbs 8k pir 2mbit pbs 16k
-profile add silver 1r2c cir 500kbit cbs 4k
-rule add web dst 10.1.0.0/16 proto tcp dport 80,443 profile gold
-rule add hosts src 10.2.0.0/16 per src profile silver
-"""
-failures = []
-
-
-def expect(what, condition, detail=""):
-    print(("ok   " if condition else "FAIL ") + what + ("" if condition else f": {detail!r}"))
-    if not condition:
-        failures.append(what)
-
-
-def ctl(sock, *words, stdin=None):
-    r = subprocess.run([tricolorctl, "--socket", sock, *words], capture_output=True, text=True, timeout=30,
-                       input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
-    return r.returncode, r.stdout, r.stderr
 
 
 # What a terminal shows, without the line editor's cursor movements and bells.
@@ -121,23 +101,6 @@ def history_lines(path):
     return [line.replace("\\040", " ") for line in lines if not line.startswith("_HiStOrY_")]
 
 
-def start(workdir, sock):
-    policy = os.path.join(workdir, "p.policy")
-    args = [tricolord, "-l", "0,1", "--no-huge", "-m", "512", "--no-pci", "--no-telemetry",
-            f"--file-prefix=tricolor-shell-{os.getpid()}", "--log-level=lib.eal:warning", "--vdev=net_null0",
-            "--", "--policy", policy, "--socket", sock, "--duration", "120"]
-    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-
-
-def wait_for(sock, daemon):
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and daemon.poll() is None:
-        if ctl(sock, "ping")[0] == 0:
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def script_mode(sock):
     script = ("# a comment, then a blank line\n\nping\n"
               "rule add x proto tcpx profile gold\n"
@@ -152,6 +115,10 @@ def script_mode(sock):
            "rule add extra" in ctl(sock, "rule", "list")[1], (code, out, err))
     code, _, err = ctl(sock, stdin="rule delete extra\nquit\nrule add after-quit profile gold\n")
     expect("... quit ends them, status 0", code == 0 and "after-quit" not in ctl(sock, "rule", "list")[1], err)
+
+
+def start(workdir, sock):
+    return start_daemon("shell", os.path.join(workdir, "p.policy"), sock)
 
 
 def main():
@@ -225,8 +192,7 @@ def main():
             except subprocess.TimeoutExpired:
                 daemon.kill()
                 daemon.communicate()
-    if failures:
-        sys.exit(f"{len(failures)} failures: {failures}")
+    finish()
 
 
 if __name__ == "__main__":

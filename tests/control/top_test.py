@@ -37,9 +37,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "daemon"))
 import daemon_capture as capture  # noqa: E402
 
-build_root = sys.argv[1]
-tricolord = os.path.join(build_root, "control", "tricolord")
-tricolorctl = os.path.join(build_root, "control", "tricolorctl")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ctl_support import ctl, expect, finish, start_daemon, tricolorctl, wait_for  # noqa: E402
 
 # Meters far below the offered rate (millions of packets per second): every color shows.
 POLICY = """\
@@ -51,19 +50,7 @@ rule add idle dst 10.99.0.0/16 profile gold
 """
 HOSTS = 8
 COUNTERS = [f"{color}_{unit}" for color in ("green", "yellow", "red", "dropped") for unit in ("packets", "bytes")]
-failures = []
 
-
-def expect(what, condition, detail=""):
-    print(("ok   " if condition else "FAIL ") + what + ("" if condition else f": {detail}"))
-    if not condition:
-        failures.append(what)
-
-
-def ctl(sock, *words, timeout=60):
-    r = subprocess.run([tricolorctl, "--socket", sock, *words], capture_output=True, text=True, timeout=timeout,
-                       stdin=subprocess.DEVNULL)
-    return r.returncode, r.stdout, r.stderr
 
 
 def stats(sock):
@@ -85,21 +72,9 @@ def write_capture(path):
 
 
 def start(workdir, sock, pcap):
-    args = [tricolord, "-l", "0,1", "--no-huge", "-m", "512", "--no-pci", "--no-telemetry",
-            f"--file-prefix=tricolor-top-{os.getpid()}", "--log-level=lib.eal:warning",
-            f"--vdev=net_pcap0,rx_pcap={pcap},infinite_rx=1", "--vdev=net_null0",
-            "--", "--policy", os.path.join(workdir, "p.policy"), "--socket", sock, "--clock", "tsc",
-            "--duration", "150"]
-    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-
-
-def wait_for(sock, daemon):
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and daemon.poll() is None:
-        if ctl(sock, "ping")[0] == 0:
-            return True
-        time.sleep(0.1)
-    return False
+    return start_daemon("top", os.path.join(workdir, "p.policy"), sock,
+                        vdevs=[f"net_pcap0,rx_pcap={pcap},infinite_rx=1", "net_null0"], extra=["--clock", "tsc"],
+                        duration=150)
 
 
 def by_name(rows, field="name"):
@@ -315,8 +290,7 @@ def main():
                 daemon.kill()
                 _, errors = daemon.communicate()
         expect("the daemon stopped cleanly", daemon.returncode == 0, (daemon.returncode, errors[-1000:]))
-    if failures:
-        sys.exit(f"{len(failures)} failures: {failures}")
+    finish()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,68 @@
+"""What the control socket's end-to-end tests share: the programs, checks that report and go on, the
+CLI run once, and a tricolord started on virtual ports with a socket of its own.
+
+Each test is run by meson as `TEST.py BUILD_ROOT`.
+"""
+import os
+import subprocess
+import sys
+import time
+
+build_root = sys.argv[1]
+tricolord = os.path.join(build_root, "control", "tricolord")
+tricolorctl = os.path.join(build_root, "control", "tricolorctl")
+tricolor_replay = os.path.join(build_root, "control", "tricolor-replay")
+
+failures = []
+
+# Two profiles and two rules (one per source), for the tests that need no traffic.
+POLICY = """\
+profile add gold trtcm cir 1mbit cbs 8k pir 2mbit pbs 16k
+profile add silver 1r2c cir 500kbit cbs 4k
+rule add web dst 10.1.0.0/16 proto tcp dport 80,443 profile gold
+rule add hosts src 10.2.0.0/16 per src profile silver
+"""
+
+
+def expect(what, condition, detail=""):
+    """A check that says ok or FAIL and goes on; finish() exits 1 if any failed."""
+    print(("ok   " if condition else "FAIL ") + what + ("" if condition else f": {detail!r}"))
+    if not condition:
+        failures.append(what)
+
+
+def finish():
+    if failures:
+        print(f"{len(failures)} failures: {failures}")
+        sys.exit(1)
+    print("all checks passed")
+
+
+def ctl(sock, *words, user=None, stdin=None, timeout=30):
+    """tricolorctl --socket SOCK WORDS... (as `user` through setpriv, or with `stdin`): (status, out, err)."""
+    argv = [tricolorctl, "--socket", sock, *words]
+    if user:
+        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=stdin,
+                       stdin=None if stdin is not None else subprocess.DEVNULL)
+    return r.returncode, r.stdout, r.stderr
+
+
+def start_daemon(name, policy, sock, vdevs=("net_null0",), extra=(), duration=120, stdout=subprocess.DEVNULL):
+    """tricolord on lcores 0,1 (--no-huge, its own --file-prefix), the given ports and socket; it ends by
+    itself after `duration` seconds if the test dies."""
+    args = [tricolord, "-l", "0,1", "--no-huge", "-m", "512", "--no-pci", "--no-telemetry",
+            f"--file-prefix=tricolor-{name}-{os.getpid()}", "--log-level=lib.eal:warning",
+            *(f"--vdev={v}" for v in vdevs),
+            "--", "--policy", policy, "--socket", sock, "--duration", str(duration), *extra]
+    return subprocess.Popen(args, stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+
+
+def wait_for(sock, daemon, limit_s=30):
+    """Until the daemon answers ping (False if it exits or takes longer than limit_s)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and daemon.poll() is None:
+        if ctl(sock, "ping")[0] == 0:
+            return True
+        time.sleep(0.1)
+    return False
