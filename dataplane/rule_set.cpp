@@ -24,9 +24,22 @@ std::optional<std::uint64_t> SeenGenerations::tick_of(std::uint64_t g) const noe
     if (oldest.generation == g || count_ < kSeen) return oldest.tick;
     return std::nullopt;
   }
-  for (std::size_t i = 1; i < count_; ++i)  // generations only grow: the first at or after g
-    if (at(i).generation >= g) return at(i).tick;
-  return std::nullopt;  // not seen yet: no set this worker ran brought it
+  // Generations only grow: the first at or after g, by bisection (a per-key catch-up asks for each
+  // change of a rule's history; a scan of all 64 made frequent changes cost most of a worker's time).
+  std::size_t low = 1, high = count_;
+  while (low < high) {
+    const std::size_t mid = low + (high - low) / 2;
+    if (at(mid).generation >= g) high = mid;
+    else low = mid + 1;
+  }
+  if (low == count_) return std::nullopt;  // not seen yet: no set this worker ran brought it
+  return at(low).tick;
+}
+
+HistoryTicks::HistoryTicks(const ProfileHistory& history, const SeenGenerations& seen) noexcept
+    : oldest(seen.oldest_tick()) {
+  if (history.forgotten != 0) forgotten = seen.tick_of(history.forgotten).value_or(oldest);
+  for (std::size_t i = 0; i < history.count; ++i) change[i] = seen.tick_of(history[i].generation);
 }
 
 namespace {
@@ -38,19 +51,16 @@ const policer::Profile& after(const ProfileHistory& history, std::size_t i, cons
 
 }  // namespace
 
-bool catch_up_key(policer::State& state, const ProfileHistory& history, const policer::Profile& current,
-                  const SeenGenerations& seen) noexcept {
+bool catch_up_key(policer::State& state, const ProfileHistory& history, const HistoryTicks& ticks,
+                  const policer::Profile& current) noexcept {
   // A change the history no longer holds, made after the key's last check: it cannot be replayed.
-  if (history.forgotten != 0) {
-    const auto tick = seen.tick_of(history.forgotten);
-    if (state.last < (tick ? *tick : seen.oldest_tick())) return false;
-  }
+  if (history.forgotten != 0 && state.last < ticks.forgotten) return false;
   for (std::size_t i = 0; i < history.count; ++i) {
-    const auto tick = seen.tick_of(history[i].generation);
+    const auto& tick = ticks.change[i];
     if (!tick) {
       // Older than this worker remembers: a key checked since then saw it; one that was not, missed a
       // change whose tick is lost.
-      if (state.last < seen.oldest_tick()) return false;
+      if (state.last < ticks.oldest) return false;
       continue;
     }
     if (state.last < *tick) policer::change_profile(state, history[i].before, after(history, i, current), *tick);

@@ -175,11 +175,21 @@ class SeenGenerations {
   std::size_t next_ = 0, count_ = 0;
 };
 
+// The tick at which this worker first saw each change of a rule's history (empty: older than it
+// remembers), that of the newest forgotten change, and the oldest it remembers: the same for every key
+// of a burst, so worked out once per burst, when its first key has changes to catch up on.
+struct HistoryTicks {
+  HistoryTicks(const ProfileHistory& history, const SeenGenerations& seen) noexcept;
+  std::array<std::optional<std::uint64_t>, kProfileHistory> change{};
+  std::uint64_t forgotten = 0;
+  std::uint64_t oldest = 0;
+};
+
 // Brings a meter's state through the changes of `history` it missed, each at the tick the worker
-// first saw it. For a key (one owner): the changes it missed are those after its last check. Returns
-// false if it missed one that is no longer known (it should start afresh).
-bool catch_up_key(policer::State& state, const ProfileHistory& history, const policer::Profile& current,
-                  const SeenGenerations& seen) noexcept;
+// first saw it (`ticks`). For a key (one owner): the changes it missed are those after its last check.
+// Returns false if it missed one that is no longer known (it should start afresh).
+bool catch_up_key(policer::State& state, const ProfileHistory& history, const HistoryTicks& ticks,
+                  const policer::Profile& current) noexcept;
 // For a shared meter: the changes after the meter's `generation` (checked by several workers, its last
 // tick does not tell which changes it saw). Rebinds it to `current` and moves `generation` on.
 void catch_up_shared(policer::Meter& meter, std::uint64_t& generation, const ProfileHistory* history,

@@ -141,13 +141,16 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
     touched_[touched_count_++] = &table;
   }
   if (renewed != 0) counters.keys_renewed.add(renewed);
+  std::optional<HistoryTicks> ticks;  // worked out at the burst's first key behind a change
   policer::with_algorithm(profile.algorithm(), [&](auto algo) {
     using Algo = decltype(algo);
     for (std::size_t k = 0; k < n; ++k) {
       KeyedMeters::Entry* e = entries[k];
       if (e == nullptr) continue;
       KeyedMeters::begin_write(*e);
-      if (e->state.last < changed_at && !catch_up_key(e->state, *rule.history, profile, seen_))
+      if (e->state.last < changed_at && !ticks) [[unlikely]]
+        ticks.emplace(*rule.history, seen_);
+      if (e->state.last < changed_at && !catch_up_key(e->state, *rule.history, *ticks, profile))
         e->state = policer::full_state(profile, std::max(e->state.last, times[k]));  // missed a forgotten change
       const Color color = blind ? policer::check_blind<Algo>(e->state, profile, times[k], lengths[k])
                                 : policer::check_aware<Algo>(e->state, profile, times[k], lengths[k], in[k]);
