@@ -141,17 +141,22 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
     touched_[touched_count_++] = &table;
   }
   if (renewed != 0) counters.keys_renewed.add(renewed);
-  std::optional<HistoryTicks> ticks;  // worked out at the burst's first key behind a change
+  // A key behind a change catches up, out of line: the ticks of the rule's history are worked out at
+  // the burst's first such key and serve the others.
+  std::optional<HistoryTicks> ticks;
+  const auto catch_up = [&](policer::State& state, std::uint64_t now) __attribute__((noinline)) {
+    if (!ticks) ticks.emplace(*rule.history, seen_);
+    if (!catch_up_key(state, *rule.history, *ticks, profile))
+      state = policer::full_state(profile, std::max(state.last, now));  // missed a forgotten change
+  };
   policer::with_algorithm(profile.algorithm(), [&](auto algo) {
     using Algo = decltype(algo);
     for (std::size_t k = 0; k < n; ++k) {
       KeyedMeters::Entry* e = entries[k];
       if (e == nullptr) continue;
       KeyedMeters::begin_write(*e);
-      if (e->state.last < changed_at && !ticks) [[unlikely]]
-        ticks.emplace(*rule.history, seen_);
-      if (e->state.last < changed_at && !catch_up_key(e->state, *rule.history, *ticks, profile))
-        e->state = policer::full_state(profile, std::max(e->state.last, times[k]));  // missed a forgotten change
+      if (e->state.last < changed_at) [[unlikely]]
+        catch_up(e->state, times[k]);
       const Color color = blind ? policer::check_blind<Algo>(e->state, profile, times[k], lengths[k])
                                 : policer::check_aware<Algo>(e->state, profile, times[k], lengths[k], in[k]);
       const auto c = static_cast<std::size_t>(color);
