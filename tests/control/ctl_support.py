@@ -4,6 +4,7 @@ CLI run once, and a tricolord started on virtual ports with a socket of its own.
 Each test is run by meson as `TEST.py BUILD_ROOT`.
 """
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -66,3 +67,14 @@ def wait_for(sock, daemon, limit_s=30):
             return True
         time.sleep(0.1)
     return False
+
+
+def stop_daemon(daemon):
+    """SIGTERM (if it still runs), then its stderr; killed if it does not end within 30 s."""
+    if daemon.poll() is None:
+        daemon.send_signal(signal.SIGTERM)
+    try:
+        return daemon.communicate(timeout=30)[1]
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        return daemon.communicate()[1]

@@ -12,15 +12,13 @@ Run by meson: ctl_test.py BUILD_ROOT.
 import concurrent.futures
 import json
 import os
-import signal
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ctl_support import POLICY, ctl, expect, finish, start_daemon, wait_for  # noqa: E402
+from ctl_support import POLICY, ctl, expect, finish, start_daemon, stop_daemon, wait_for  # noqa: E402
 
 
 
@@ -179,13 +177,7 @@ def main():
                    "uid 0 pid" in audit and "accepted: 'rule change web" in audit, audit)
             expect("... and refused ones", "refused: 'rule add x proto tcpx" in audit, audit)
         finally:
-            if daemon.poll() is None:
-                daemon.send_signal(signal.SIGTERM)
-            try:
-                daemon.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-                daemon.communicate()
+            stop_daemon(daemon)
         expect("the daemon stopped cleanly", daemon.returncode == 0, daemon.returncode)
         expect("its socket file is removed", not os.path.exists(sock))
         code, _, err = ctl(sock, "ping")

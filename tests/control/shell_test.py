@@ -18,13 +18,12 @@ import pty
 import re
 import select
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ctl_support import POLICY, ctl, expect, finish, start_daemon, tricolorctl, wait_for  # noqa: E402
+from ctl_support import POLICY, ctl, expect, finish, start_daemon, stop_daemon, tricolorctl, wait_for  # noqa: E402
 
 
 
@@ -185,13 +184,7 @@ def main():
             expect("the daemon gone: said so", s.expect(r"tricolorctl: tricolord is gone: [^\n]+"), s.text()[-300:])
             expect("... and status 3", s.wait() == 3, s.status)
         finally:
-            if daemon.poll() is None:
-                daemon.send_signal(signal.SIGTERM)
-            try:
-                daemon.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-                daemon.communicate()
+            stop_daemon(daemon)
     finish()
 
 

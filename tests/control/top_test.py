@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import daemon_capture as capture  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ctl_support import ctl, expect, finish, start_daemon, tricolorctl, wait_for  # noqa: E402
+from ctl_support import ctl, expect, finish, start_daemon, stop_daemon, tricolorctl, wait_for  # noqa: E402
 
 # Meters far below the offered rate (millions of packets per second): every color shows.
 POLICY = """\
@@ -282,13 +282,7 @@ def main():
             check_terminal(sock)
             check_keys(sock)
         finally:
-            if daemon.poll() is None:
-                daemon.send_signal(signal.SIGTERM)
-            try:
-                _, errors = daemon.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-                _, errors = daemon.communicate()
+            errors = stop_daemon(daemon)
         expect("the daemon stopped cleanly", daemon.returncode == 0, (daemon.returncode, errors[-1000:]))
     finish()
 
