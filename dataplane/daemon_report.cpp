@@ -114,11 +114,16 @@ DaemonSnapshot since(const DaemonSnapshot& now, const DaemonSnapshot& baseline) 
   for (PortSnapshot& p : s.ports)
     for (const PortSnapshot& b : baseline.ports)
       if (b.id == p.id) {
+        p.tx_dropped -= b.tx_dropped;  // the daemon's own count: never starts again
         PortCounters& c = p.counters;
         const PortCounters& o = b.counters;
+        // A PMD's counters may start again (a memif port's, when its peer reconnects): then from there.
+        if (c.rx_packets < o.rx_packets || c.tx_packets < o.tx_packets || c.rx_bytes < o.rx_bytes ||
+            c.tx_bytes < o.tx_bytes || c.imissed < o.imissed || c.rx_errors < o.rx_errors ||
+            c.rx_nombuf < o.rx_nombuf || c.tx_errors < o.tx_errors)
+          continue;
         c.rx_packets -= o.rx_packets, c.rx_bytes -= o.rx_bytes, c.tx_packets -= o.tx_packets, c.tx_bytes -= o.tx_bytes;
         c.imissed -= o.imissed, c.rx_errors -= o.rx_errors, c.rx_nombuf -= o.rx_nombuf, c.tx_errors -= o.tx_errors;
-        p.tx_dropped -= b.tx_dropped;
       }
   for (RuleSnapshot& r : s.rules)
     for (const RuleSnapshot& b : baseline.rules)
