@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "control/language.hpp"
+#include "control/language_internal.hpp"
 #include "dataplane/key_query.hpp"
 #include "dataplane/keys.hpp"
 #include "policer/quote.hpp"
@@ -26,11 +27,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::string first_word(std::string_view line) {
-  line = trim(line);
-  return std::string(line.substr(0, line.find_first_of(" \t")));
-}
-
 std::string who(const Peer& peer) { return "uid " + std::to_string(peer.uid) + " pid " + std::to_string(peer.pid); }
 
 std::string time_text(std::chrono::system_clock::time_point t) {
@@ -42,18 +38,13 @@ std::string time_text(std::chrono::system_clock::time_point t) {
   return text;
 }
 
-// The line's words (split at blanks).
-std::vector<std::string> words_of(std::string_view line) {
-  std::vector<std::string> words;
-  std::size_t at = 0;
-  while (true) {
-    at = line.find_first_not_of(" \t\r\n", at);
-    if (at == std::string_view::npos) break;
-    const std::size_t end = std::min(line.find_first_of(" \t\r\n", at), line.size());
-    words.emplace_back(line.substr(at, end - at));
-    at = end;
-  }
-  return words;
+// The line's words, each with its column (the language's tokenizer).
+using detail::Token;
+std::vector<Token> words_of(std::string_view line) { return detail::tokenize(line); }
+
+// A refusal pointing at one word of the line.
+protocol::Reply refused_at(const std::string& message, const Token& token) {
+  return error_reply(message, std::string(token.text), token.column);
 }
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
@@ -106,7 +97,8 @@ DaemonCommands::DaemonCommands(dataplane::Engine& engine, std::string source, Lo
 
 protocol::Reply DaemonCommands::handle(const protocol::Request& request, const Peer& peer) {
   const std::string& line = request.command;
-  const std::string verb = first_word(line);
+  const auto words = words_of(line);
+  const std::string_view verb = words.empty() ? std::string_view() : words[0].text;
   if (verb == "ping") return ok("pong");
   if (verb == "version") {
     const nlohmann::json version = {{"version", TRICOLOR_VERSION},
@@ -121,9 +113,9 @@ protocol::Reply DaemonCommands::handle(const protocol::Request& request, const P
   if (verb == "stats") return stats(line, request.json);
   if (verb == "key") return keys(line, request.json);
   if (verb == "reset") {
-    const auto words = words_of(line);
-    if (words.size() != 2 || words[1] != "counters")
-      return refuse(line, Error{words.size() > 1 ? words[1] : "reset", "reset: expected `reset counters`"}, line, peer);
+    if (words.size() != 2 || words[1].text != "counters")
+      return refuse(line, Error{std::string(words[words.size() > 1 ? 1 : 0].text), "reset: expected `reset counters`"},
+                    line, peer);
     baseline_ = snapshot_(dataplane::kReportAll);
     reset_at_ = std::chrono::system_clock::now();
     audit_(who(peer) + ": reset the counters");
@@ -180,20 +172,20 @@ protocol::Reply DaemonCommands::stats(const std::string& line, bool json) {
   unsigned sections = kReportAll;
   const char* part = nullptr;
   std::optional<std::string> rule_name;
-  if (words.size() == 2 && words[1] == "rules") sections = kReportRules, part = "rules";
-  else if (words.size() == 2 && words[1] == "ports") sections = kReportPorts, part = "ports";
-  else if (words.size() == 2 && words[1] == "workers") sections = kReportWorkers, part = "workers";
-  else if (words.size() == 2 && words[1] == "default") sections = kReportDefault, part = "default";
-  else if (words.size() == 3 && words[1] == "rule") rule_name = words[2], sections = kReportRules, part = "rules";
+  const std::string_view block = words.size() > 1 ? words[1].text : std::string_view();
+  if (words.size() == 2 && block == "rules") sections = kReportRules, part = "rules";
+  else if (words.size() == 2 && block == "ports") sections = kReportPorts, part = "ports";
+  else if (words.size() == 2 && block == "workers") sections = kReportWorkers, part = "workers";
+  else if (words.size() == 2 && block == "default") sections = kReportDefault, part = "default";
+  else if (words.size() == 3 && block == "rule") rule_name = words[2].text, sections = kReportRules, part = "rules";
   else if (words.size() != 1)
-    return error_reply("stats: expected nothing, rules, rule NAME, default, ports or workers", words[1],
-                       line.find(words[1]) + 1);
+    return refused_at("stats: expected nothing, rules, rule NAME, default, ports or workers", words[1]);
   DaemonSnapshot s = snapshot_(sections);  // only the block asked for is read
   if (baseline_) s = since(s, *baseline_);
   if (rule_name) {
     std::erase_if(s.rules, [&](const RuleSnapshot& r) { return r.name != *rule_name; });
     if (s.rules.empty())
-      return error_reply("stats: no rule named " + quote(*rule_name, 200), *rule_name, line.rfind(*rule_name) + 1);
+      return refused_at("stats: no rule named " + quote(*rule_name, 200), words[2]);
   }
   nlohmann::json doc = to_json(s);
   if (baseline_) doc["since_reset"] = time_text(reset_at_);
@@ -213,27 +205,23 @@ protocol::Reply DaemonCommands::stats(const std::string& line, bool json) {
 protocol::Reply DaemonCommands::keys(const std::string& line, bool json) {
   using namespace dataplane;
   const auto words = words_of(line);
-  auto fail = [&](const std::string& message, const std::string& token) {
-    const auto at = line.find(token);
-    return error_reply(message, token, at == std::string::npos ? std::optional<std::size_t>() : at + 1);
-  };
-  if (words.size() < 3 || (words[1] != "list" && words[1] != "show"))
+  const auto fail = refused_at;
+  if (words.size() < 3 || (words[1].text != "list" && words[1].text != "show"))
     return fail("key: expected `key list RULE [top N | all] [by ORDER]` or `key show RULE KEY`",
-                words.size() > 1 ? words[1] : "key");
+                words[words.size() > 1 ? 1 : 0]);
   const Policy& policy = engine_.policy();
   std::size_t rule = policy.rules.size();
   for (std::size_t r = 0; r < policy.rules.size(); ++r)
-    if (policy.rules[r].name == words[2]) rule = r;
-  if (rule == policy.rules.size()) return fail("key: no rule named " + quote(words[2], 200), words[2]);
+    if (policy.rules[r].name == words[2].text) rule = r;
+  if (rule == policy.rules.size()) return fail("key: no rule named " + quote(words[2].text, 200), words[2]);
   const Rule& def = policy.rules[rule];
   if (def.per_key.kind == KeyKind::none) return fail("key: rule " + def.name + " has no per-key meters", words[2]);
   const std::uint64_t hz = engine_.tick_rate().hz();
 
-  if (words[1] == "show") {
+  if (words[1].text == "show") {
     if (words.size() < 4) return fail("key show: expected the key after the rule's name", words[2]);
     // The key is the rest of the line: a five-tuple has a blank in it.
-    const std::size_t at = line.find(words[3], line.find(words[2]) + words[2].size());
-    const std::string text(trim(std::string_view(line).substr(at)));
+    const std::string text(trim(std::string_view(line).substr(words[3].column - 1)));
     const auto key = parse_key_text(def.per_key, text);
     if (!key) return fail("key show: " + quote(text, 200) + " is not a key of rule " + def.name, words[3]);
     const auto found = find_key(engine_, rule, *key);
@@ -264,21 +252,22 @@ protocol::Reply DaemonCommands::keys(const std::string& line, bool json) {
   std::optional<std::size_t> top = 10;
   KeyOrder order = KeyOrder::red_bytes;
   for (std::size_t i = 3; i < words.size(); i += 2) {
-    if (words[i] == "all") {
+    if (words[i].text == "all") {
       top.reset();
       --i;
       continue;
     }
-    if (i + 1 >= words.size() || (words[i] != "top" && words[i] != "by"))
+    if (i + 1 >= words.size() || (words[i].text != "top" && words[i].text != "by"))
       return fail("key list: expected `top N`, `all` or `by ORDER` here", words[i]);
-    if (words[i] == "top") {
+    if (words[i].text == "top") {
       std::size_t n = 0;
-      const auto [end, ec] = std::from_chars(words[i + 1].data(), words[i + 1].data() + words[i + 1].size(), n);
-      if (ec != std::errc{} || end != words[i + 1].data() + words[i + 1].size() || n == 0 || n > 1'000'000)
+      const std::string_view count = words[i + 1].text;
+      const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), n);
+      if (ec != std::errc{} || end != count.data() + count.size() || n == 0 || n > 1'000'000)
         return fail("key list: top: a count from 1 to 1000000", words[i + 1]);
       top = n;
     } else {
-      const auto named = key_order_named(words[i + 1]);
+      const auto named = key_order_named(words[i + 1].text);
       if (!named) {
         std::string valid;
         for (KeyOrder o : kKeyOrders) valid += (valid.empty() ? "" : ", ") + std::string(to_string(o));

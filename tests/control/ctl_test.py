@@ -100,6 +100,11 @@ def main():
                     (["key", "drop", "hosts"], "key: expected `key list RULE", "drop")]:
                 ok, detail = refused(words, message, token)
                 expect(f"{' '.join(words)}: refused, exit 2, the caret at {token!r}", ok, detail)
+            # A word that appears twice: the caret under the one at fault (the tokenizer's column).
+            code, _, err = ctl(sock, "key", "list", "hosts", "by", "hosts")
+            lines = err.splitlines()
+            expect("the caret under the second of two equal words", code == 2 and len(lines) == 3 and
+                   lines[2].index("^") == lines[1].rindex("hosts"), err)
             code, out, _ = ctl(sock, "--json", "names")
             expect("names lists the rules and profiles",
                    code == 0 and json.loads(out)["result"] == {"rules": ["web", "hosts"], "profiles": ["gold", "silver"],
