@@ -32,10 +32,14 @@
 #include <set>
 #include <thread>
 
+#include "control/control_calls.hpp"
 #include "control/control_server.hpp"
 #include "control/daemon_commands.hpp"
 #include "control/language.hpp"
+#include "control/metrics_server.hpp"
 #include "control/policy_file.hpp"
+#include "control/prometheus.hpp"
+#include "control/telemetry_endpoints.hpp"
 #include "control/tricolord_options.hpp"
 #include "dataplane/daemon_report.hpp"
 #include "dataplane/dpdk_memory.hpp"
@@ -301,6 +305,22 @@ int main(int argc, char** argv) {
   auto server = control::ControlServer::listen(socket_options, audit);
   if (!server) fail(control::kExitRuntime, server.error().message + " (--socket chooses another)");
 
+  // The metrics listener binds now, for the same reason; it serves once the control loop runs. A scrape
+  // reads the counters on the control thread (the only one that may walk the rules) and is written out
+  // on the listener's thread, so that a large policy's exposition does not hold the control loop.
+  control::ControlCalls control_calls;
+  std::function<std::pair<DaemonSnapshot, control::DaemonFacts>()> metrics_source;  // set before serving
+  std::unique_ptr<control::MetricsServer> metrics;
+  if (o.metrics) {
+    auto bound = control::MetricsServer::bind(*o.metrics, [&]() -> std::optional<std::string> {
+      std::optional<std::pair<DaemonSnapshot, control::DaemonFacts>> sample;
+      if (!control_calls.call([&] { sample = metrics_source(); }, std::chrono::milliseconds(5000))) return std::nullopt;
+      return control::prometheus_text(sample->first, sample->second);
+    });
+    if (!bound) fail(control::kExitUsage, bound.error().message);
+    metrics = std::move(*bound);
+  }
+
   // DPDK's log goes to standard error: standard output carries the counters (and JSON with --json).
   rte_openlog_stream(stderr);
   const std::uint64_t pool_mb_guess =
@@ -486,8 +506,17 @@ int main(int argc, char** argv) {
   control::DaemonCommands commands(**engine, "file " + quote(o.policy_path, kQuotePathMaxBytes), audit, snapshot);
   const auto handle = [&](const control::protocol::Request& r, const control::Peer& p) { return commands.handle(r, p); };
   say("control socket: " + o.socket_path);
+  metrics_source = [&] { return std::pair{snapshot(), commands.facts()}; };
+  if (metrics) {
+    metrics->start();  // its threads inherit this thread's CPUs: the main lcore's, never a worker's
+    say("metrics: http://" + o.metrics->text() + "/metrics");
+  }
+  const control::TelemetrySources telemetry{&control_calls, engine->get(), snapshot, TRICOLOR_VERSION,
+                                            [&] { return commands.facts().last_change_time_s; }};
+  control::register_telemetry_endpoints(telemetry);
   while (!g_stop_requested.load(std::memory_order_relaxed)) {
     (*server)->poll(kControlPeriod, handle);  // waits up to a period for requests, answers them
+    control_calls.run_pending();              // scrapes and telemetry requests
     (*engine)->maintain();
     const double now = elapsed();
     if (o.duration_s > 0 && now >= o.duration_s) break;
@@ -504,6 +533,9 @@ int main(int argc, char** argv) {
   // then the counters, then the ports. A packet passed on at the very end (placed again under a newer
   // rule set) may remain in a ring: freed and counted.
   const auto stopping_at = std::chrono::steady_clock::now();
+  control_calls.close();  // scrapes and telemetry requests from now on are told the daemon is stopping
+  control::unregister_telemetry_endpoints();
+  metrics.reset();
   g_worker_stop.requested.store(true, std::memory_order_relaxed);
   rte_eal_mp_wait_lcore();
   std::uint64_t left_in_rings = 0;
