@@ -24,6 +24,7 @@ goes, with `--metrics 127.0.0.1:PORT --json` and DPDK telemetry on. Checked:
   DPDK's telemetry thread inherit the main lcore's).
 - a second daemon given the same --metrics address stops at startup, saying the port is taken; a
   daemon without --metrics listens on no TCP port; a malformed --metrics is refused with an example.
+- the README's scrape configuration passes `promtool check config` and its queries parse.
 
 Run by meson: metrics_test.py BUILD_ROOT.
 """
@@ -394,6 +395,27 @@ def check_threads(pid):
            all(1 not in cpus for comm, cpus in others.values()), named)
 
 
+def check_readme(workdir):
+    """The README's scrape configuration passes `promtool check config`, and each of its queries parses
+    (`promtool check rules`, each query a recording rule)."""
+    readme = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")).read()
+    section = readme[readme.index("### Telemetry: Prometheus and DPDK telemetry"):]
+    config = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    queries = [line for line in re.search(r"```promql\n(.*?)```", section, re.S).group(1).splitlines()
+               if line.strip() and not line.startswith("#")]
+    config_path, rules_path = os.path.join(workdir, "prometheus.yml"), os.path.join(workdir, "queries.yml")
+    open(config_path, "w").write(config)
+    with open(rules_path, "w") as f:
+        f.write("groups:\n  - name: readme\n    rules:\n")
+        for i, query in enumerate(queries):
+            f.write(f"      - record: readme:query_{i}\n        expr: {json.dumps(query)}\n")
+    r = subprocess.run([PROMTOOL, "check", "config", config_path], capture_output=True, text=True, timeout=60)
+    expect("the README's scrape configuration passes promtool check config", r.returncode == 0, r.stdout + r.stderr)
+    r = subprocess.run([PROMTOOL, "check", "rules", rules_path], capture_output=True, text=True, timeout=60)
+    expect(f"the README's {len(queries)} queries parse (promtool check rules)", r.returncode == 0 and len(queries) >= 8,
+           r.stdout + r.stderr)
+
+
 def check_startup_refusals(workdir, port):
     policy = os.path.join(workdir, "p.policy")
     second = start_daemon("metrics2", policy, os.path.join(workdir, "second.sock"), extra=["--metrics", f"127.0.0.1:{port}"],
@@ -463,6 +485,7 @@ def main():
             check_storm(port, sock)
             check_reset_and_change(port, sock, before)
             check_startup_refusals(workdir, port)
+            check_readme(workdir)
         finally:
             if daemon.poll() is None:
                 daemon.send_signal(signal.SIGTERM)
