@@ -7,6 +7,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <sys/socket.h>
 
 #include "control/prometheus.hpp"
 #include "policer/quote.hpp"
@@ -18,6 +19,7 @@ namespace {
 // main lcore's CPU they share.
 constexpr std::size_t kThreads = 8;
 constexpr time_t kIoTimeoutSeconds = 2;
+constexpr int kBacklog = 1024;
 
 constexpr std::string_view kIndexPage =
     "<html><head><title>tricolord</title></head><body><h1>tricolord</h1>"
@@ -69,9 +71,11 @@ Expected<std::unique_ptr<MetricsServer>> MetricsServer::bind(const MetricsAddres
   server.set_payload_max_length(64 * 1024);  // a scrape has no body
   // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, with which a second daemon given the
   // same address would share the port and answer half the scrapes.
-  server.set_socket_options([](int sock) {
+  int listening = -1;
+  server.set_socket_options([&listening](int sock) {
     const int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listening = sock;
   });
   server.Get("/metrics", [exposition = std::move(exposition)](const httplib::Request&, httplib::Response& response) {
     if (auto text = exposition()) {
@@ -90,6 +94,10 @@ Expected<std::unique_ptr<MetricsServer>> MetricsServer::bind(const MetricsAddres
     return Error{"metrics", "--metrics " + address.text() + ": cannot listen there: " +
                                 (errno != 0 ? std::string(std::strerror(errno))
                                             : std::string("no such address here, or the port is taken"))};
+  // cpp-httplib listens with a backlog of 5 (built into Debian's library): a burst of scrapers beyond
+  // it would see their connections dropped and retried seconds later. Listening again on the same
+  // socket only raises the backlog.
+  if (listening >= 0) ::listen(listening, kBacklog);
   return self;
 }
 

@@ -15,6 +15,7 @@ goes, with `--metrics 127.0.0.1:PORT --json` and DPDK telemetry on. Checked:
 - dpdk-telemetry.py reads /tricolor/stats, /tricolor/rules, /tricolor/rules,NAME and
   /tricolor/keys,RULE[,N], bracketed by stats --json the same way, and says what was wrong for an
   unknown rule, a rule without keys and a bad count.
+- the listener's backlog holds 100 connections at once (cpp-httplib's own is 5).
 - 100 concurrent scrapes, a client that sends its request a byte at a time and one that reads its
   reply a few bytes at a time: every scrape is answered (200, a whole exposition), the worker goes on
   forwarding (its packets grow during the storm; the rates before and during are printed, not
@@ -325,6 +326,13 @@ def slow_reader(port, outcome):
     outcome["reader"] = got
 
 
+def check_backlog(port):
+    """The listening socket's backlog (ss's Send-Q for a listener): cpp-httplib's own is 5, and a burst of
+    scrapers beyond it waits seconds for SYN retries."""
+    ss = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, timeout=30).stdout.split()
+    expect("the listener's backlog is 1024", len(ss) >= 3 and ss[2] == "1024", ss)
+
+
 def check_storm(port, sock):
     # The clients on CPU 0 (the main lcore's), so that the worker's CPU carries only the worker: a
     # change in its rate is then the daemon's doing, not this test's threads'.
@@ -482,6 +490,7 @@ def main():
             before = check_against_stats(port, sock)
             check_telemetry(file_prefix("metrics"), sock)
             check_threads(daemon.pid)
+            check_backlog(port)
             check_storm(port, sock)
             check_reset_and_change(port, sock, before)
             check_startup_refusals(workdir, port)
