@@ -167,6 +167,40 @@ void warn_shared_control_core(const std::vector<unsigned>& worker_lcores) {
   }
 }
 
+// The kernel may run any other process on a worker's CPU unless the CPU is isolated (isolcpus=, or a
+// cpuset for everything else). `nice` is no shelter: with autogroups (most distributions), a nice 19
+// loop in another session took half a worker's CPU here (14.6 -> 7.0 Mpps).
+void note_unisolated_worker_cpus(const std::vector<unsigned>& worker_lcores) {
+  std::ifstream file("/sys/devices/system/cpu/isolated");
+  std::string list;
+  std::getline(file, list);
+  rte_cpuset_t isolated;
+  CPU_ZERO(&isolated);
+  for (std::size_t at = 0; at < list.size();) {  // "1,3-5"
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    const std::string range = list.substr(at, end - at);
+    unsigned first = 0, last = 0;
+    if (std::sscanf(range.c_str(), "%u-%u", &first, &last) == 2 || std::sscanf(range.c_str(), "%u", &first) == 1) {
+      if (last < first) last = first;
+      for (unsigned cpu = first; cpu <= last && cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &isolated);
+    }
+    at = end + 1;
+  }
+  std::string shared;
+  unsigned count = 0;
+  for (unsigned lcore : worker_lcores) {
+    const rte_cpuset_t cpus = rte_lcore_cpuset(lcore);
+    for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &cpus) && !CPU_ISSET(cpu, &isolated))
+        shared += (count++ == 0 ? "" : ",") + std::to_string(cpu);
+  }
+  if (count != 0)
+    say(std::string("note: ") + (count == 1 ? "the worker's CPU " + shared + " is" : "the workers' CPUs " + shared + " are") +
+        " not isolated: the kernel may run other processes there (nice does not prevent it across sessions), and a "
+        "worker then loses its rate; isolcpus= on the kernel command line, or a cpuset for everything else, keeps "
+        "them for the workers");
+}
+
 struct RingDeleter {
   void operator()(rte_ring* ring) const noexcept { rte_ring_free(ring); }
 };
@@ -348,6 +382,7 @@ int main(int argc, char** argv) {
     fail(control::kExitUsage, "no worker lcore: give the main lcore and one per worker, e.g. -l 0,1");
   const auto workers = static_cast<unsigned>(worker_lcores.size());
   warn_shared_control_core(worker_lcores);
+  note_unisolated_worker_cpus(worker_lcores);
 
   const std::vector<std::uint16_t> probed = probed_ports();
   const std::vector<Path> paths = choose_paths(o, probed);
