@@ -135,11 +135,12 @@ int stats(const char*, const char*, rte_tel_data* d) {
   return answer_with(d, [](const TelemetrySources& sources, Answer& a) {
     const DaemonSnapshot s = sources.snapshot(dataplane::kReportAll);
     Dict& out = a.dict;
-    out.add("version", sources.version);
+    const DaemonFacts facts = sources.facts();
+    out.add("version", facts.version);
     out.add("uptime_s", static_cast<std::uint64_t>(s.elapsed_s));
     out.add("rules", s.rules.size());
     out.add("generation", s.generation);
-    out.add("last_change_unix_s", static_cast<std::uint64_t>(sources.last_change_time_s()));
+    out.add("last_change_unix_s", static_cast<std::uint64_t>(facts.last_change_time_s));
     out.add("workers", s.workers.size());
     out.add("packets", s.worker.packets);
     out.add("policy_dropped_packets", s.worker.policy_drops);

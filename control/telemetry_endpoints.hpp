@@ -22,6 +22,7 @@
 #include <string>
 
 #include "control/control_calls.hpp"
+#include "control/prometheus.hpp"
 #include "dataplane/daemon_report.hpp"
 #include "dataplane/engine.hpp"
 
@@ -31,8 +32,7 @@ struct TelemetrySources {
   ControlCalls* calls = nullptr;
   const dataplane::Engine* engine = nullptr;  // read only inside a ControlCalls job
   std::function<dataplane::DaemonSnapshot(unsigned sections)> snapshot;  // likewise
-  std::string version;
-  std::function<double()> last_change_time_s;  // Unix time of the running policy's installation
+  std::function<DaemonFacts()> facts;  // likewise: the version, the start, the latest change
 };
 
 // Registers the endpoints (once per process: DPDK keeps them until it exits). Between register and

@@ -546,8 +546,7 @@ int main(int argc, char** argv) {
     metrics->start();  // its threads inherit this thread's CPUs: the main lcore's, never a worker's
     say("metrics: http://" + o.metrics->text() + "/metrics");
   }
-  const control::TelemetrySources telemetry{&control_calls, engine->get(), snapshot, TRICOLOR_VERSION,
-                                            [&] { return commands.facts().last_change_time_s; }};
+  const control::TelemetrySources telemetry{&control_calls, engine->get(), snapshot, [&] { return commands.facts(); }};
   control::register_telemetry_endpoints(telemetry);
   while (!g_stop_requested.load(std::memory_order_relaxed)) {
     (*server)->poll(kControlPeriod, handle);  // waits up to a period for requests, answers them
