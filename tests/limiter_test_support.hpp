@@ -21,9 +21,9 @@ using policer::kMaxDurationNs;
 using policer::kMaxHz;
 using policer::kMaxPacketRate;
 
-constexpr std::array kLimiters{Algorithm::fixed_window, Algorithm::sliding_window, Algorithm::gcra, Algorithm::smooth,
+inline constexpr std::array kLimiters{Algorithm::fixed_window, Algorithm::sliding_window, Algorithm::gcra, Algorithm::smooth,
                                Algorithm::warmup};
-constexpr std::uint64_t kSecondNs = 1'000'000'000;
+inline constexpr std::uint64_t kSecondNs = 1'000'000'000;
 
 inline LimAlgorithm to_model(Algorithm a) {
   switch (a) {
