@@ -82,7 +82,7 @@ struct SlidingWindow {
   static void advance(State& s, const Profile& p, std::uint64_t now) noexcept {
     const LimiterConstants& k = p.limiter();
     const std::uint64_t before = s.last;
-    detail::elapsed(s, now);
+    if (detail::elapsed(s, now) == 0) return;  // the same tick (a burst, a stale clock): nothing moves
     // Sub-windows passed since `before`: the counters move up that many places, the oldest drop off.
     const detail::u128 moved = k.divide.floor_div(s.last) - k.divide.floor_div(before);
     const unsigned shift = moved >= kMaxStateWindowBuckets ? 128 : 32 * static_cast<unsigned>(moved);
