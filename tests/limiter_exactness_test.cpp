@@ -37,8 +37,9 @@ std::vector<Case> all_cases() {
 
 class AgainstModel : public ::testing::TestWithParam<Case> {};
 
-// The per-key form (State, through Meter): a sliding window of at most four sub-windows.
-TEST_P(AgainstModel, RandomTrafficColorsMatchPacketForPacket) {
+// The per-key form (State, through Meter): a sliding window of at most four sub-windows. Colors and
+// every word of state, packet for packet.
+TEST_P(AgainstModel, RandomTrafficColorsAndStateMatchPacketForPacket) {
   const Case c = GetParam();
   Rng rng{0x13a1u + static_cast<unsigned>(c.algorithm) * 31 + static_cast<unsigned>(c.unit) * 7 + c.aware};
   std::array<std::uint64_t, 3> colors{};
@@ -59,6 +60,7 @@ TEST_P(AgainstModel, RandomTrafficColorsMatchPacketForPacket) {
       ASSERT_EQ(policer::to_string(got), want ? "green" : "red")
           << describe_limiter(params, hz) << " packet " << i << " length " << length << " at t=" << t;
       ASSERT_EQ(meter.state().last, model.now());
+      ASSERT_TRUE(same_state(meter.state(), profile, model)) << describe_limiter(params, hz) << " packet " << i;
       ++colors[static_cast<int>(got)];
     }
   }

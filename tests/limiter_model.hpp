@@ -54,6 +54,11 @@ class LimiterModel {
   const LimParams& params() const { return p_; }
   u128 stored() const { return stored_; }
   u128 next_free() const { return next_free_; }  // in 1/rate ticks
+  // Fixed window: tokens still allowed, and ticks until the open window ends (0 if none is open).
+  u128 fixed_allowed() const { return open_ ? p_.limit - used_ : p_.limit; }
+  u128 fixed_ticks_left() const {
+    return open_ && u128(start_) + window_ticks_ > latest_ ? u128(start_) + window_ticks_ - latest_ : 0;
+  }
   u128 window_count(std::uint64_t t) const {     // sliding: what the window of tick t counts
     const u128 j = t / window_ticks_;
     u128 sum = 0;

@@ -48,6 +48,34 @@ inline std::string describe_limiter(const Params& p, std::uint64_t hz) {
          "ns cold-factor=" + std::to_string(p.cold_factor) + " hz=" + std::to_string(hz);
 }
 
+// The meter's state says what the model's does, exactly (each algorithm's words as limiters.hpp
+// defines them, derived here from the model's absolute quantities).
+inline ::testing::AssertionResult same_state(const State& s, const Profile& profile, const LimiterModel& m) {
+  const std::uint64_t last = m.now();
+  const u128 rate = m.params().rate;
+  u128 want0 = 0, want1 = 0;
+  switch (m.params().algorithm) {
+    case LimAlgorithm::fixed_window: want0 = m.fixed_allowed(), want1 = m.fixed_ticks_left(); break;
+    case LimAlgorithm::sliding_window: {
+      if (profile.limiter().buckets > policer::kMaxStateWindowBuckets) return ::testing::AssertionSuccess();
+      const std::uint64_t sum = policer::SlidingWindow::sum(s);
+      if (u128(sum) == m.window_count(last)) return ::testing::AssertionSuccess();
+      return ::testing::AssertionFailure() << "window counts " << sum << " but the model " << u128_string(m.window_count(last));
+    }
+    case LimAlgorithm::gcra:
+      want0 = m.next_free() > u128(last) * rate ? m.next_free() - u128(last) * rate : 0;
+      break;
+    case LimAlgorithm::smooth:
+    case LimAlgorithm::warmup:
+      want0 = m.stored();
+      want1 = m.next_free() - u128(last) * rate;
+      break;
+  }
+  if (u128(s.level[0]) == want0 && u128(s.level[1]) == want1) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "state (" << s.level[0] << ", " << s.level[1] << ") but the model has ("
+                                       << u128_string(want0) << ", " << u128_string(want1) << ")";
+}
+
 inline std::uint64_t random_limiter_hz(Rng& r) {
   switch (r.below(6)) {
     case 0: return 1;
