@@ -273,10 +273,10 @@ void run_checks(benchmark::State& state, M* meters, std::size_t n, bool fresh, C
 // ---------------------------------------------------------------------------------------------------
 // tricolor
 
-// The limiters (issue 13) get the same load: rate CIR (or a limit of CIR * 10 ms per 10 ms window, in
-// 4 sub-windows: the per-key form) and a burst of CBS (GCRA's tolerance CBS / CIR; the warm-up's
-// stored permits CBS, at cold-factor 3).
-constexpr std::uint64_t kWindowNs = 10'000'000;
+// The limiters (issue 13) get the same load: rate CIR (the windows: CIR * W per window W, W the time
+// CIR takes to send CBS, at least 10 ms; the sliding window in 4 sub-windows, the per-key form) and a
+// burst of CBS (GCRA's tolerance CBS / CIR; the warm-up's stored permits CBS, at cold-factor 3).
+constexpr std::uint64_t kMinWindowNs = 10'000'000;
 
 template <class Algo>
 policer::Params params_for(std::size_t meters) {
@@ -285,9 +285,10 @@ policer::Params params_for(std::size_t meters) {
   p.algorithm = Algo::algorithm;
   p.unit = policer::Unit::bytes;
   if constexpr (policer::is_limiter(Algo::algorithm)) {
-    p.limit = std::clamp<std::uint64_t>(r.cir / 100, r.cbs, policer::kMaxBurst);
-    if constexpr (Algo::algorithm == policer::Algorithm::fixed_window) p.window = kWindowNs;
-    if constexpr (Algo::algorithm == policer::Algorithm::sliding_window) p.window = kWindowNs, p.buckets = 4;
+    const std::uint64_t window = std::max(kMinWindowNs, r.cbs * 1'000'000'000 / r.cir);
+    p.limit = std::min<std::uint64_t>(static_cast<std::uint64_t>((unsigned __int128)r.cir * window / 1'000'000'000), policer::kMaxBurst);
+    if constexpr (Algo::algorithm == policer::Algorithm::fixed_window) p.window = window;
+    if constexpr (Algo::algorithm == policer::Algorithm::sliding_window) p.window = window, p.buckets = 4;
     if constexpr (!(Algo::algorithm == policer::Algorithm::fixed_window || Algo::algorithm == policer::Algorithm::sliding_window)) {
       p.limit = 0;
       p.rate = r.cir;

@@ -17,10 +17,13 @@
 //                   four sub-windows; an aggregate of up to 64 is a WideWindow (below), not a State
 //   gcra            level[0] the TAT's lead over `last` (owed 1/hz tokens); level[1] unused
 //   smooth, warmup  level[0] stored permits (1/hz tokens), level[1] the next free time's lead (owed)
+// Decisions are made with masks, as the RFC meters' (meter.hpp: a color mix costs no mispredictions):
+// every quantity a decision compares is below 2^63, so detail::short_of() applies.
 // Arithmetic products that can pass 2^64 (a gap of years times a rate, the warm-up curve's square) are
 // 128-bit; the profile's validation bounds every other quantity below 2^63 (profile.cpp).
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cstdint>
 
 #include "policer/profile.hpp"
@@ -31,9 +34,8 @@ namespace tricolor::policer {
 namespace detail {
 using u128 = unsigned __int128;
 
-// Green or red from "the packet conforms", for a packet that may be barred by its input color.
-inline Color green_if(bool conforms) noexcept { return conforms ? Color::green : Color::red; }
-inline bool may_pass(Color in) noexcept { return in == Color::green; }
+// Green (0) or red (2) from a mask that is all ones when the packet does not conform.
+inline Color green_unless(std::uint64_t refused) noexcept { return static_cast<Color>(refused & 2); }
 }  // namespace detail
 
 // ---- fixed window ----
@@ -48,9 +50,9 @@ struct FixedWindow {
     s.level[0] = closed ? p.limiter().limit : s.level[0];
     s.level[1] = closed ? p.limiter().ticks : s.level[1] - dt;
   }
-  static Color decide_blind(State& s, const Profile&, std::uint64_t cost) noexcept { return take(s, cost, true); }
+  static Color decide_blind(State& s, const Profile&, std::uint64_t cost) noexcept { return take(s, cost, 0); }
   static Color decide_aware(State& s, const Profile&, std::uint64_t cost, Color in) noexcept {
-    return take(s, cost, detail::may_pass(in));
+    return take(s, cost, detail::not_green(in));
   }
   // The open window keeps its end and what it has counted (clamped to the new limit); a window that
   // has ended stays ended, so the next packet opens one of the new length. No window opens here.
@@ -63,10 +65,10 @@ struct FixedWindow {
   }
 
  private:
-  static Color take(State& s, std::uint64_t cost, bool may) noexcept {
-    const bool fits = may && cost <= s.level[0];
-    s.level[0] -= fits ? cost : 0;
-    return detail::green_if(fits);
+  static Color take(State& s, std::uint64_t cost, std::uint64_t barred) noexcept {
+    const std::uint64_t refused = detail::short_of(s.level[0], cost) | barred;  // both at most 2^30 + 1
+    s.level[0] -= cost & ~refused;
+    return detail::green_unless(refused);
   }
 };
 
@@ -78,9 +80,11 @@ struct FixedWindow {
 // reciprocal (no division). Counter 0, the low half of level[0], is the sub-window holding `last`.
 struct SlidingWindow {
   static constexpr Algorithm algorithm = Algorithm::sliding_window;
-  // Precondition: fits_state(profile) (buckets <= 4); validate_per_key() refuses the others.
+  // Precondition: fits_state(profile) (buckets <= 4); validate_per_key() refuses the others, and an
+  // aggregate of more is a WindowMeter.
   static void advance(State& s, const Profile& p, std::uint64_t now) noexcept {
     const LimiterConstants& k = p.limiter();
+    assert(k.buckets <= kMaxStateWindowBuckets);
     const std::uint64_t before = s.last;
     if (detail::elapsed(s, now) == 0) return;  // the same tick (a burst, a stale clock): nothing moves
     // Sub-windows passed since `before`: the counters move up that many places, the oldest drop off.
@@ -91,9 +95,9 @@ struct SlidingWindow {
     counters &= kept(k.buckets);
     unpack(s, counters);
   }
-  static Color decide_blind(State& s, const Profile& p, std::uint64_t cost) noexcept { return take(s, p, cost, true); }
+  static Color decide_blind(State& s, const Profile& p, std::uint64_t cost) noexcept { return take(s, p, cost, 0); }
   static Color decide_aware(State& s, const Profile& p, std::uint64_t cost, Color in) noexcept {
-    return take(s, p, cost, detail::may_pass(in));
+    return take(s, p, cost, detail::not_green(in));
   }
   // Same sub-window length: the counts carry over (those beyond the new K drop off). Another length:
   // the window's whole count moves into the current sub-window, so admitted traffic still counts.
@@ -118,10 +122,10 @@ struct SlidingWindow {
   static detail::u128 kept(std::uint32_t buckets) noexcept {
     return buckets >= kMaxStateWindowBuckets ? ~detail::u128(0) : (detail::u128(1) << (32 * buckets)) - 1;
   }
-  static Color take(State& s, const Profile& p, std::uint64_t cost, bool may) noexcept {
-    const bool fits = may && sum(s) + cost <= p.limiter().limit;
-    s.level[0] += fits ? cost : 0;  // counter 0 stays at most the limit (2^30): no carry into counter 1
-    return detail::green_if(fits);
+  static Color take(State& s, const Profile& p, std::uint64_t cost, std::uint64_t barred) noexcept {
+    const std::uint64_t refused = detail::short_of(p.limiter().limit, sum(s) + cost) | barred;  // below 2^33
+    s.level[0] += cost & ~refused;  // counter 0 stays at most the limit (2^30): no carry into counter 1
+    return detail::green_unless(refused);
   }
 };
 
@@ -139,18 +143,22 @@ struct Gcra {
     const std::uint64_t paid = p.rate(0) * std::min(detail::elapsed(s, now), p.fill_ticks(0));
     s.level[0] -= std::min(s.level[0], paid);
   }
-  static Color decide_blind(State& s, const Profile& p, std::uint64_t cost) noexcept { return take(s, p, cost, true); }
+  static Color decide_blind(State& s, const Profile& p, std::uint64_t cost) noexcept { return take(s, p, cost, 0); }
   static Color decide_aware(State& s, const Profile& p, std::uint64_t cost, Color in) noexcept {
-    return take(s, p, cost, detail::may_pass(in));
+    return take(s, p, cost, detail::not_green(in));
   }
   // The lead is kept in tokens: what the meter is owed is paid off at the new rate.
   static void carry(State& s, const Profile& from, const Profile&, std::uint64_t now) noexcept { advance(s, from, now); }
 
  private:
-  static Color take(State& s, const Profile& p, std::uint64_t cost, bool may) noexcept {
-    const bool fits = may && s.level[0] + cost <= p.limiter().limit;  // both below 2^63
-    s.level[0] += fits ? cost : 0;
-    return detail::green_if(fits);
+  // lead + cost <= limit, as masks: the lead, the limit and the cost are each below 2^63 (the lead may
+  // exceed a limit lowered by a live change: then even a packet of cost 0 is refused).
+  static Color take(State& s, const Profile& p, std::uint64_t cost, std::uint64_t barred) noexcept {
+    const std::uint64_t limit = p.limiter().limit, lead = s.level[0];
+    const std::uint64_t room = limit - std::min(lead, limit);
+    const std::uint64_t refused = detail::short_of(limit, lead) | detail::short_of(room, cost) | barred;
+    s.level[0] += cost & ~refused;
+    return detail::green_unless(refused);
   }
 };
 
@@ -169,6 +177,8 @@ inline void pay_then_store(State& s, const Profile& p, std::uint64_t most, std::
   s.level[0] = static_cast<std::uint64_t>(std::min(stored, u128(most)));
   s.level[1] = paid ? 0 : owed - static_cast<std::uint64_t>(credit);
 }
+// All ones when the next free time is in the future (what is owed is below 2^63: profile.cpp).
+inline std::uint64_t owing(const State& s) noexcept { return short_of(0, s.level[1]); }
 }  // namespace detail
 
 struct Smooth {
@@ -176,9 +186,9 @@ struct Smooth {
   static void advance(State& s, const Profile& p, std::uint64_t now) noexcept {
     detail::pay_then_store(s, p, p.limiter().limit, detail::elapsed(s, now));
   }
-  static Color decide_blind(State& s, const Profile& p, std::uint64_t cost) noexcept { return take(s, p, cost, true); }
-  static Color decide_aware(State& s, const Profile& p, std::uint64_t cost, Color in) noexcept {
-    return take(s, p, cost, detail::may_pass(in));
+  static Color decide_blind(State& s, const Profile&, std::uint64_t cost) noexcept { return take(s, cost, 0); }
+  static Color decide_aware(State& s, const Profile&, std::uint64_t cost, Color in) noexcept {
+    return take(s, cost, detail::not_green(in));
   }
   // Stored permits clamp to the new most; the debt is kept in tokens, paid at the new rate.
   static void carry(State& s, const Profile& from, const Profile& to, std::uint64_t now) noexcept {
@@ -187,12 +197,12 @@ struct Smooth {
   }
 
  private:
-  static Color take(State& s, const Profile&, std::uint64_t cost, bool may) noexcept {
-    const bool free = may && s.level[1] == 0;
-    const std::uint64_t spend = free ? std::min(cost, s.level[0]) : 0;
-    s.level[0] -= spend;
-    s.level[1] += free ? cost - spend : 0;  // at most 2^30+1 tokens' worth: below 2^63
-    return detail::green_if(free);
+  static Color take(State& s, std::uint64_t cost, std::uint64_t barred) noexcept {
+    const std::uint64_t refused = detail::owing(s) | barred;
+    const std::uint64_t stored = std::min(cost, s.level[0]);
+    s.level[0] -= stored & ~refused;
+    s.level[1] += (cost - stored) & ~refused;  // only from 0, and at most 2^30+1 tokens' worth: below 2^63
+    return detail::green_unless(refused);
   }
 };
 
@@ -210,9 +220,9 @@ struct Warmup {
   static void advance(State& s, const Profile& p, std::uint64_t now) noexcept {
     detail::pay_then_store(s, p, p.limiter().limit, detail::elapsed(s, now));
   }
-  static Color decide_blind(State& s, const Profile& p, std::uint64_t cost) noexcept { return take(s, p, cost, true); }
+  static Color decide_blind(State& s, const Profile& p, std::uint64_t cost) noexcept { return take(s, p, cost, 0); }
   static Color decide_aware(State& s, const Profile& p, std::uint64_t cost, Color in) noexcept {
-    return take(s, p, cost, detail::may_pass(in));
+    return take(s, p, cost, detail::not_green(in));
   }
   static void carry(State& s, const Profile& from, const Profile& to, std::uint64_t now) noexcept {
     advance(s, from, now);
@@ -231,15 +241,16 @@ struct Warmup {
   }
 
  private:
-  static Color take(State& s, const Profile& p, std::uint64_t cost, bool may) noexcept {
-    const bool free = may && s.level[1] == 0;
-    const std::uint64_t spend = free ? std::min(cost, s.level[0]) : 0;
-    // Only a spend above the threshold pays the curve: at the stable rate it is skipped.
-    const std::uint64_t extra =
-        spend != 0 && s.level[0] > p.limiter().threshold ? area(p.limiter(), s.level[0]) - area(p.limiter(), s.level[0] - spend) : 0;
+  static Color take(State& s, const Profile& p, std::uint64_t cost, std::uint64_t barred) noexcept {
+    const std::uint64_t refused = detail::owing(s) | barred;
+    const std::uint64_t spend = std::min(cost, s.level[0]) & ~refused;
+    // Only stored permits above the threshold pay the curve (a cold meter: a branch on the state, not
+    // on the color); at the stable rate the area is skipped.
+    std::uint64_t extra = 0;
+    if (s.level[0] > p.limiter().threshold) extra = area(p.limiter(), s.level[0]) - area(p.limiter(), s.level[0] - spend);
     s.level[0] -= spend;
-    s.level[1] += free ? cost + extra : 0;  // validation keeps it below 2^64 (profile.cpp)
-    return detail::green_if(free);
+    s.level[1] += (cost + extra) & ~refused;  // only from 0, and below 2^63 (profile.cpp)
+    return detail::green_unless(refused);
   }
 };
 
@@ -263,11 +274,11 @@ class WideWindow {
     newest_ = j;
   }
   Color decide(const Profile& p, std::uint64_t cost, Color in = Color::green) noexcept {
-    const bool fits = detail::may_pass(in) && sum_ + cost <= p.limiter().limit;
-    const std::uint32_t add = fits ? static_cast<std::uint32_t>(cost) : 0;
-    counts_[newest_ % kMaxWindowBuckets] += add;
+    const std::uint64_t refused = detail::short_of(p.limiter().limit, sum_ + cost) | detail::not_green(in);
+    const std::uint64_t add = cost & ~refused;
+    counts_[newest_ % kMaxWindowBuckets] += static_cast<std::uint32_t>(add);
     sum_ += add;
-    return detail::green_if(fits);
+    return detail::green_unless(refused);
   }
   // As SlidingWindow::carry.
   void carry(const Profile& from, const Profile& to, std::uint64_t now) noexcept {
