@@ -91,9 +91,17 @@ protocol::Reply ok(std::string output, std::string result_json = {}) {
 DaemonCommands::DaemonCommands(dataplane::Engine& engine, std::string source, Log audit, Snapshot snapshot)
     : engine_(engine),
       source_(std::move(source)),
-      loaded_at_(std::chrono::system_clock::now()),
+      started_at_(std::chrono::system_clock::now()),
+      loaded_at_(started_at_),
       audit_(std::move(audit)),
       snapshot_(std::move(snapshot)) {}
+
+DaemonFacts DaemonCommands::facts() const {
+  const auto unix_seconds = [](std::chrono::system_clock::time_point t) {
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
+  };
+  return {TRICOLOR_VERSION, unix_seconds(started_at_), unix_seconds(loaded_at_)};
+}
 
 protocol::Reply DaemonCommands::handle(const protocol::Request& request, const Peer& peer) {
   const std::string& line = request.command;
@@ -178,8 +186,12 @@ protocol::Reply DaemonCommands::stats(const std::string& line, bool json) {
   else if (words.size() == 2 && block == "workers") sections = kReportWorkers, part = "workers";
   else if (words.size() == 2 && block == "default") sections = kReportDefault, part = "default";
   else if (words.size() == 3 && block == "rule") rule_name = words[2].text, sections = kReportRules, part = "rules";
-  else if (words.size() != 1)
-    return refused_at("stats: expected nothing, rules, rule NAME, default, ports or workers", words[1]);
+  else if (words.size() == 2 && block == "prometheus") {
+    // From the start, as Prometheus's counters must be: no baseline.
+    std::string text = prometheus_text(snapshot_(kReportAll), facts());
+    return json ? ok("", dump({{"content_type", kPrometheusContentType}, {"text", text}})) : ok(std::move(text));
+  } else if (words.size() != 1)
+    return refused_at("stats: expected nothing, rules, rule NAME, default, ports, workers or prometheus", words[1]);
   DaemonSnapshot s = snapshot_(sections);  // only the block asked for is read
   if (baseline_) s = since(s, *baseline_);
   if (rule_name) {

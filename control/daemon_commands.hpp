@@ -8,6 +8,8 @@
 //   stats [rules | rule NAME | default | ports | workers]
 //                           the counters, all or one block (with "json": the same object as --json
 //                           prints, or its part); since the latest `reset counters`
+//   stats prometheus        every counter in Prometheus's text format, as the metrics listener's
+//                           /metrics serves it: from the daemon's start (`reset counters` aside)
 //   reset counters          what `stats` reports starts again from zero (the daemon's own counters, and
 //                           its final report, keep counting from the start, as SNMP counters do)
 //   key list RULE [top N | all] [by ORDER]
@@ -30,6 +32,7 @@
 #include <string>
 
 #include "control/control_server.hpp"
+#include "control/prometheus.hpp"
 #include "control/protocol.hpp"
 #include "dataplane/daemon_report.hpp"
 #include "dataplane/engine.hpp"
@@ -47,6 +50,9 @@ class DaemonCommands {
 
   protocol::Reply handle(const protocol::Request& request, const Peer& peer);
 
+  // The version, the start, and when the running policy was installed (the metrics' facts).
+  DaemonFacts facts() const;
+
  private:
   protocol::Reply install(dataplane::Policy next, const std::string& what, const Peer& peer);
   protocol::Reply refuse(const std::string& line, const Error& error, const std::string& what, const Peer& peer);
@@ -57,7 +63,8 @@ class DaemonCommands {
 
   dataplane::Engine& engine_;
   std::string source_;  // where the running policy came from
-  std::chrono::system_clock::time_point loaded_at_;
+  std::chrono::system_clock::time_point started_at_;
+  std::chrono::system_clock::time_point loaded_at_;  // the running policy's installation
   Log audit_;
   Snapshot snapshot_;
   std::optional<dataplane::DaemonSnapshot> baseline_;  // taken by `reset counters`

@@ -45,10 +45,13 @@ int main(int argc, char** argv) {
   bool json = false;
   double timeout_s = 30;
   bool keep_going = false;
+  bool prometheus = false;
   std::vector<std::string> words;
   app.add_option("--socket", socket_path, "tricolord's control socket (default /run/tricolor/tricolor.sock)");
   app.add_flag("--json", json, "print replies as JSON (for scripts); with top, one JSON object per refresh");
   app.add_option("--timeout", timeout_s, "seconds to wait for a reply (default 30)")->check(CLI::PositiveNumber);
+  app.add_flag("--prometheus", prometheus,
+               "with stats: every counter in Prometheus's text format, from the daemon's start (as its /metrics)");
   app.add_flag("--keep-going", keep_going,
                "commands from stdin: go on after a refused command (the exit status is still 2)");
   app.add_option("command", words, "a command of the language (rule list, rule change NAME ...), ping, version, "
@@ -80,6 +83,11 @@ int main(int argc, char** argv) {
     for (const CLI::Option* flag : top_flags)
       if (flag->count() > 0) return usage(flag->get_name() + " goes with top (tricolorctl top " + flag->get_name() + " ...)");
   if (is_top && words.size() > 1) return usage("top takes options, not words: '" + words[1] + "'");
+  if (prometheus) {
+    if (words.size() != 1 || words.front() != "stats") return usage("--prometheus goes with stats alone (tricolorctl stats --prometheus)");
+    if (json) return usage("--prometheus or --json: one format");
+    words.emplace_back("prometheus");  // the daemon's `stats prometheus`
+  }
   if (!is_top && !words.empty() && words.front() == "load" && words.size() != 2) return usage("load FILE: one policy file");
 
   if (is_top) {

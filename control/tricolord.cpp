@@ -32,10 +32,14 @@
 #include <set>
 #include <thread>
 
+#include "control/control_calls.hpp"
 #include "control/control_server.hpp"
 #include "control/daemon_commands.hpp"
 #include "control/language.hpp"
+#include "control/metrics_server.hpp"
 #include "control/policy_file.hpp"
+#include "control/prometheus.hpp"
+#include "control/telemetry_endpoints.hpp"
 #include "control/tricolord_options.hpp"
 #include "dataplane/daemon_report.hpp"
 #include "dataplane/dpdk_memory.hpp"
@@ -161,6 +165,40 @@ void warn_shared_control_core(const std::vector<unsigned>& worker_lcores) {
           std::to_string(rte_get_main_lcore()) + ", which serves the control socket and publishes changes: " +
           "commands will wait for the scheduler (give the main lcore a CPU of its own, e.g. -l 0-4 or --lcores)");
   }
+}
+
+// The kernel may run any other process on a worker's CPU unless the CPU is isolated (isolcpus=, or a
+// cpuset for everything else). `nice` is no shelter: with autogroups (most distributions), a nice 19
+// loop in another session took half a worker's CPU here (14.6 -> 7.0 Mpps).
+void note_unisolated_worker_cpus(const std::vector<unsigned>& worker_lcores) {
+  std::ifstream file("/sys/devices/system/cpu/isolated");
+  std::string list;
+  std::getline(file, list);
+  rte_cpuset_t isolated;
+  CPU_ZERO(&isolated);
+  for (std::size_t at = 0; at < list.size();) {  // "1,3-5"
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    const std::string range = list.substr(at, end - at);
+    unsigned first = 0, last = 0;
+    if (std::sscanf(range.c_str(), "%u-%u", &first, &last) == 2 || std::sscanf(range.c_str(), "%u", &first) == 1) {
+      if (last < first) last = first;
+      for (unsigned cpu = first; cpu <= last && cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &isolated);
+    }
+    at = end + 1;
+  }
+  std::string shared;
+  unsigned count = 0;
+  for (unsigned lcore : worker_lcores) {
+    const rte_cpuset_t cpus = rte_lcore_cpuset(lcore);
+    for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &cpus) && !CPU_ISSET(cpu, &isolated))
+        shared += (count++ == 0 ? "" : ",") + std::to_string(cpu);
+  }
+  if (count != 0)
+    say(std::string("note: ") + (count == 1 ? "the worker's CPU " + shared + " is" : "the workers' CPUs " + shared + " are") +
+        " not isolated: the kernel may run other processes there (nice does not prevent it across sessions), and a "
+        "worker then loses its rate; isolcpus= on the kernel command line, or a cpuset for everything else, keeps "
+        "them for the workers");
 }
 
 struct RingDeleter {
@@ -301,6 +339,22 @@ int main(int argc, char** argv) {
   auto server = control::ControlServer::listen(socket_options, audit);
   if (!server) fail(control::kExitRuntime, server.error().message + " (--socket chooses another)");
 
+  // The metrics listener binds now, for the same reason; it serves once the control loop runs. A scrape
+  // reads the counters on the control thread (the only one that may walk the rules) and is written out
+  // on the listener's thread, so that a large policy's exposition does not hold the control loop.
+  control::ControlCalls control_calls;
+  std::function<std::pair<DaemonSnapshot, control::DaemonFacts>()> metrics_source;  // set before serving
+  std::unique_ptr<control::MetricsServer> metrics;
+  if (o.metrics) {
+    auto bound = control::MetricsServer::bind(*o.metrics, [&]() -> std::optional<std::string> {
+      std::optional<std::pair<DaemonSnapshot, control::DaemonFacts>> sample;
+      if (!control_calls.call([&] { sample = metrics_source(); }, std::chrono::milliseconds(5000))) return std::nullopt;
+      return control::prometheus_text(sample->first, sample->second);
+    });
+    if (!bound) fail(control::kExitUsage, bound.error().message);
+    metrics = std::move(*bound);
+  }
+
   // DPDK's log goes to standard error: standard output carries the counters (and JSON with --json).
   rte_openlog_stream(stderr);
   const std::uint64_t pool_mb_guess =
@@ -328,6 +382,7 @@ int main(int argc, char** argv) {
     fail(control::kExitUsage, "no worker lcore: give the main lcore and one per worker, e.g. -l 0,1");
   const auto workers = static_cast<unsigned>(worker_lcores.size());
   warn_shared_control_core(worker_lcores);
+  note_unisolated_worker_cpus(worker_lcores);
 
   const std::vector<std::uint16_t> probed = probed_ports();
   const std::vector<Path> paths = choose_paths(o, probed);
@@ -486,8 +541,17 @@ int main(int argc, char** argv) {
   control::DaemonCommands commands(**engine, "file " + quote(o.policy_path, kQuotePathMaxBytes), audit, snapshot);
   const auto handle = [&](const control::protocol::Request& r, const control::Peer& p) { return commands.handle(r, p); };
   say("control socket: " + o.socket_path);
+  metrics_source = [&] { return std::pair{snapshot(), commands.facts()}; };
+  if (metrics) {
+    metrics->start();  // its threads inherit this thread's CPUs: the main lcore's, never a worker's
+    say("metrics: http://" + o.metrics->text() + "/metrics");
+  }
+  const control::TelemetrySources telemetry{&control_calls, engine->get(), snapshot, TRICOLOR_VERSION,
+                                            [&] { return commands.facts().last_change_time_s; }};
+  control::register_telemetry_endpoints(telemetry);
   while (!g_stop_requested.load(std::memory_order_relaxed)) {
     (*server)->poll(kControlPeriod, handle);  // waits up to a period for requests, answers them
+    control_calls.run_pending();              // scrapes and telemetry requests
     (*engine)->maintain();
     const double now = elapsed();
     if (o.duration_s > 0 && now >= o.duration_s) break;
@@ -504,6 +568,9 @@ int main(int argc, char** argv) {
   // then the counters, then the ports. A packet passed on at the very end (placed again under a newer
   // rule set) may remain in a ring: freed and counted.
   const auto stopping_at = std::chrono::steady_clock::now();
+  control_calls.close();  // scrapes and telemetry requests from now on are told the daemon is stopping
+  control::unregister_telemetry_endpoints();
+  metrics.reset();
   g_worker_stop.requested.store(true, std::memory_order_relaxed);
   rte_eal_mp_wait_lcore();
   std::uint64_t left_in_rings = 0;

@@ -48,6 +48,8 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
   --socket PATH         the control socket tricolorctl talks to (default /run/tricolor/tricolor.sock)
   --socket-group NAME   who may use it besides root (the file is given to the group, mode 0660)
   --audit-log FILE      where accepted and refused changes are logged (default: syslog)
+  --metrics ADDR:PORT   serve the counters to Prometheus over HTTP, GET /metrics (off by default;
+                        e.g. 127.0.0.1:9400, [::1]:9400, 0.0.0.0:9400 for every interface)
   --placement=none      for tests only: each worker meters what it receives on meters of its own,
                         so a key may be metered by two workers (the flaw the default placement prevents)
   --placement=steered   for tests and benchmarks only: take each RX queue's packets as already split
@@ -153,6 +155,8 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--socket", o.socket_path, "PATH  the control socket (default /run/tricolor/tricolor.sock)");
   app.add_option("--socket-group", o.socket_group, "NAME  who may use the socket besides root");
   app.add_option("--audit-log", o.audit_log_path, "FILE  accepted and refused changes (default: syslog)");
+  std::string metrics;
+  app.add_option("--metrics", metrics, "ADDR:PORT  serve GET /metrics (Prometheus) there");
   app.add_option("--dump-keys", o.dump_keys_path, "FILE  every live key at the stop, with its worker (JSON lines)");
   app.add_option("--placement", placement, "keys | none | steered  (none, steered: for tests only)");
   app.add_flag("--stamp-generation", o.stamp_generation, "for tests only: the rule set generation in each IPv4 ID");
@@ -217,6 +221,14 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   if (o.mtu < 68 || o.rx_descriptors == 0 || o.tx_descriptors == 0) {
     result.exit_status = usage_error("--mtu is at least 68, and a queue has at least one descriptor");
     return result;
+  }
+  if (!metrics.empty()) {
+    auto address = parse_metrics_address(metrics);
+    if (!address) {
+      result.exit_status = usage_error(address.error().message);
+      return result;
+    }
+    o.metrics = *address;
   }
   result.options = std::move(o);
   return result;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "control/metrics_server.hpp"
 #include "dataplane/mbuf_view.hpp"
 #include "dataplane/placement.hpp"
 #include "policer/expected.hpp"
@@ -40,6 +41,7 @@ struct DaemonOptions {
   std::string socket_path = "/run/tricolor/tricolor.sock";  // the control socket
   std::string socket_group;           // besides root, who may use it (a group name); empty: root only
   std::string audit_log_path;         // accepted and refused changes; empty: syslog
+  std::optional<MetricsAddress> metrics;  // the metrics listener's address; none: off
 };
 
 // What parse_command_line decided: run, or exit at once with a status (help printed, or an error

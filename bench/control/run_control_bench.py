@@ -24,6 +24,11 @@ Measurements, each in a daemon of its own, per number of workers:
   load       a policy of 10 240 rules (distinct /32 destinations, 4 profiles) loaded over the socket
              (`load` with the text inline) while forwarding: the reply time and the Mpps during the
              load; then one-rule changes (`rule change`) on that policy, latency as above.
+  scrapes    the metrics listener (`--metrics`, issue 12) on the aggregate rule: windows of GET
+             /metrics back to back from one client, and from 16 clients at once, against windows
+             without (the Mpps ratio, as for changes); each scrape's time and size; then the same on
+             the 10 240-rule policy (`load`), with the control socket's `ping` round trip meanwhile
+             (how long a scrape holds the control thread).
 
 Usage (from the source root, as root, after `ninja -C build control/tricolord`):
   bench/control/run_control_bench.py            # everything, one and two workers, ~8 minutes
@@ -34,13 +39,13 @@ import argparse
 import json
 import os
 import socket
-import statistics
 import struct
 import subprocess
 import sys
 import threading
 import queue
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -118,7 +123,7 @@ def checked(reply, command):
 # One daemon, started as the daemon benchmark starts it, with a control socket.
 
 class Daemon:
-    def __init__(self, ctx, label, policy, capture, packets, flows, workers, seconds):
+    def __init__(self, ctx, label, policy, capture, packets, flows, workers, seconds, extra=()):
         self.ctx, self.label = ctx, label
         ctx.serial += 1
         self.prefix = f"tricolor-ctlbench-{os.getpid()}-{ctx.serial}"
@@ -126,7 +131,7 @@ class Daemon:
         self.log_path = os.path.join(ctx.args.workdir, "logs", f"{label}-w{workers}.log")
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
         argv, _, own_limit = ctx.bench.command("tricolord-5tuple", capture, packets, flows, self.prefix, workers,
-                                               policy=policy, extra=["--socket", self.socket_path],
+                                               policy=policy, extra=["--socket", self.socket_path, *extra],
                                                own_limit=int(seconds))
         hard_limit = own_limit + run_bench.STOP_LIMIT_S
         self.argv = ["timeout", "--signal=INT", f"--kill-after={run_bench.STOP_LIMIT_S}", str(hard_limit), *argv]
@@ -486,6 +491,69 @@ def measure_load(ctx, workers):
     return out
 
 
+def scrapes(daemon, seconds, clients=1):
+    """GET /metrics back to back from `clients` threads (each scrape as soon as its previous one is in),
+    and the control socket's `ping` round trip meanwhile."""
+    times, sizes, pings = [], [], []
+    end = time.monotonic() + seconds
+
+    def scraper():
+        while time.monotonic() < end:
+            t0 = time.perf_counter()
+            with urllib.request.urlopen(f"http://127.0.0.1:{daemon.metrics_port}/metrics", timeout=30) as r:
+                body = r.read()
+            times.append(time.perf_counter() - t0)
+            sizes.append(len(body))
+
+    threads = [threading.Thread(target=scraper) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    while time.monotonic() < end:
+        t0 = time.perf_counter()
+        daemon.client.call("ping")
+        pings.append((time.perf_counter() - t0) * 1e6)
+        time.sleep(0.002)
+    for t in threads:
+        t.join()
+    return {"scrapes": len(times), "scrapes_per_s": len(times) / seconds, "clients": clients,
+            "scrape_ms": summary([t * 1e3 for t in times]), "bytes": max(sizes) if sizes else 0,
+            "ping_us": summary(pings)}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def measure_scrapes(ctx, workers):
+    args = ctx.args
+    capture, packets = ctx.capture(4096)
+    port = free_port()
+    seconds = 300 + args.window * 12
+    out = {"measurement": "scrapes", "workers": workers, "windows": []}
+    with Daemon(ctx, "scrapes", AGGREGATE, capture, packets, 4096, workers, seconds,
+                extra=["--metrics", f"127.0.0.1:{port}"]) as d:
+        d.metrics_port = port
+        time.sleep(args.warmup)
+        out["load_at_start"] = os.getloadavg()[0]
+        baseline = [window(d, args.window, idle)]
+        for rules, clients in ((1, 1), (1, 16), (RULES_10K, 1)):
+            if rules != 1:
+                d.client.call("load", policy_10k())
+                baseline.append(window(d, args.window, idle))
+            w = window(d, args.window, scrapes, clients=clients)
+            baseline.append(window(d, args.window, idle))
+            beside(w, baseline[-2], baseline[-1])
+            w["rules"] = rules
+            out["windows"].append(w)
+            ctx.say(f"  scrapes x{workers}, {rules} rules, {clients} clients: {w['scrapes_per_s']:.0f}/s of "
+                    f"{w['bytes']} bytes, {w['scrape_ms']['p50']:.1f} ms p50; {w['mpps']:.2f} Mpps vs "
+                    f"{w['baseline_mpps']:.2f} ({w['ratio']:.3f}); ping p50/p99/max {fmt3(w['ping_us'])} us")
+        out["load_at_end"] = os.getloadavg()[0]
+    return out
+
+
 def fmt3(s):
     return f"{s['p50']:.0f}/{s['p99']:.0f}/{s['max']:.0f}"
 
@@ -552,6 +620,18 @@ def report(results, machine, memory_line, loads):
         lat = r["rule_change"]
         lines.append(f"| {r['workers']} | {lat['changes']} | {fmt3(lat['reply_us'])} | {fmt3(lat['effect_us'])} | "
                      f"{r['polling']['poll_rtt_us']['p50']:.0f} |")
+    lines += ["", "## Scraping /metrics while forwarding (`--metrics`; GET /metrics back to back)", "",
+              "| workers | rules | clients | scrapes/s | bytes | scrape p50 / p99 / max (ms) | Mpps during | "
+              "Mpps without (beside) | ratio | control socket ping p50 / p99 / max (us) |",
+              "|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
+    for r in results:
+        if r["measurement"] != "scrapes":
+            continue
+        for w in r["windows"]:
+            ms = w["scrape_ms"]
+            lines.append(f"| {r['workers']} | {w['rules']} | {w['clients']} | {w['scrapes_per_s']:.0f} | {w['bytes']} | "
+                         f"{ms['p50']:.1f} / {ms['p99']:.1f} / {ms['max']:.1f} | {w['mpps']:.2f} | {w['baseline_mpps']:.2f} | "
+                         f"{w['ratio']:.3f} | {fmt3(w['ping_us'])} |")
     lines += ["", f"machine: {machine}", f"memory: {memory_line}",
               f"1-minute load average during the run: {min(loads):.2f} .. {max(loads):.2f}"]
     return "\n".join(lines)
@@ -581,7 +661,7 @@ def parse_args():
     parser.add_argument("--tricolord", help="default: BUILD/control/tricolord")
     parser.add_argument("--workdir", help="captures, logs and results (default: BUILD/bench/control/work)")
     parser.add_argument("--workers", default="1,2", help="1, 2 or 1,2 (default 1,2)")
-    parser.add_argument("--measurements", default="changes,keys,load")
+    parser.add_argument("--measurements", default="changes,keys,load,scrapes")
     parser.add_argument("--window", type=float, default=3.0, help="seconds per window (default 3)")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds after forwarding starts (default 2)")
     parser.add_argument("--rates", default="0,10,100,1000", help="changes per second asked; 0: back to back")
@@ -605,8 +685,8 @@ def parse_args():
     args.measurements_list = args.measurements.split(",")
     if any(w not in (1, 2) for w in args.workers_list):
         parser.error("--workers: 1 or 2 (this machine has 2 cores)")
-    if any(m not in ("changes", "keys", "load") for m in args.measurements_list):
-        parser.error("--measurements: of changes, keys, load")
+    if any(m not in ("changes", "keys", "load", "scrapes") for m in args.measurements_list):
+        parser.error("--measurements: of changes, keys, load, scrapes")
     if not os.access(args.tricolord, os.X_OK):
         parser.error(f"no tricolord at {args.tricolord} (ninja -C build control/tricolord)")
     return args
@@ -628,6 +708,9 @@ def missing_numbers(results, args):
         elif r["measurement"] == "keys":
             if not (r["live_keys"] > 0 and r["low"]["green_pps"] > 0 and r["latency"]["effect_us"].get("n")):
                 missing.append(f"{name}: no live keys, no green under the low profile or no latency")
+        elif r["measurement"] == "scrapes":
+            missing += [f"{name}: a window forwarded nothing or scraped nothing" for w in r["windows"]
+                        if not (w["mpps"] > 0 and w["scrapes"] > 0 and w["bytes"] > 0)]
         elif r["measurement"] == "load":
             if not (r["loads"] and all(l["reply_s"] > 0 and l["mpps"] > 0 for l in r["loads"])
                     and r["rule_change"]["reply_us"].get("n")):
@@ -659,6 +742,8 @@ def main():
                 results.append(measure_keys(ctx, workers))
             if "load" in args.measurements_list:
                 results.append(measure_load(ctx, workers))
+            if "scrapes" in args.measurements_list:
+                results.append(measure_scrapes(ctx, workers))
             loads.append(os.getloadavg()[0])
         for r in results:
             loads += [r["load_at_start"], r["load_at_end"]]

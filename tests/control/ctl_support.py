@@ -49,11 +49,17 @@ def ctl(sock, *words, user=None, stdin=None, timeout=30):
     return r.returncode, r.stdout, r.stderr
 
 
-def start_daemon(name, policy, sock, vdevs=("net_null0",), extra=(), duration=120, stdout=subprocess.DEVNULL):
-    """tricolord on lcores 0,1 (--no-huge, its own --file-prefix), the given ports and socket; it ends by
-    itself after `duration` seconds if the test dies."""
-    args = [tricolord, "-l", "0,1", "--no-huge", "-m", "512", "--no-pci", "--no-telemetry",
-            f"--file-prefix=tricolor-{name}-{os.getpid()}", "--log-level=lib.eal:warning",
+def file_prefix(name):
+    """The EAL --file-prefix start_daemon gives a daemon of that name (DPDK telemetry's socket is under it)."""
+    return f"tricolor-{name}-{os.getpid()}"
+
+
+def start_daemon(name, policy, sock, vdevs=("net_null0",), extra=(), duration=120, stdout=subprocess.DEVNULL,
+                 telemetry=False):
+    """tricolord on lcores 0,1 (--no-huge, its own --file-prefix), the given ports and socket, DPDK
+    telemetry off unless asked; it ends by itself after `duration` seconds if the test dies."""
+    args = [tricolord, "-l", "0,1", "--no-huge", "-m", "512", "--no-pci", *([] if telemetry else ["--no-telemetry"]),
+            f"--file-prefix={file_prefix(name)}", "--log-level=lib.eal:warning",
             *(f"--vdev={v}" for v in vdevs),
             "--", "--policy", policy, "--socket", sock, "--duration", str(duration), *extra]
     return subprocess.Popen(args, stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)

@@ -87,7 +87,7 @@ def main():
                 return (code == 2 and message in err and len(lines) == 3 and
                         lines[2].index("^") == lines[1].index(token)), (code, err)
             for words, message, token in [
-                    (["stats", "colours"], "stats: expected nothing, rules, rule NAME, default, ports or workers", "colours"),
+                    (["stats", "colours"], "stats: expected nothing, rules, rule NAME, default, ports, workers or prometheus", "colours"),
                     (["stats", "rule", "nosuch"], "stats: no rule named 'nosuch'", "nosuch"),
                     (["reset", "meters"], "reset: expected `reset counters`", "meters"),
                     (["key", "list", "nosuch"], "key: no rule named 'nosuch'", "nosuch"),

@@ -20,6 +20,7 @@ import select
 import signal
 import sys
 import tempfile
+import termios
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -72,7 +73,17 @@ class Session:
                 return found
 
     def send(self, keys):
+        if "\x04" in keys:
+            self.wait_for_raw_mode()
         os.write(self.fd, keys.encode())
+
+    def wait_for_raw_mode(self, timeout=10):
+        """Until the line editor has the terminal in raw mode. The prompt is printed before that; a
+        Ctrl-D that arrives in canonical mode is taken by the kernel as end-of-file and turns into a NUL
+        byte once the editor switches to raw mode, and the shell would never see it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and termios.tcgetattr(self.fd)[3] & termios.ICANON:
+            self._read(0.01)
 
     def wait(self, timeout=10):
         deadline = time.monotonic() + timeout
