@@ -244,10 +244,12 @@ struct Warmup {
   static Color take(State& s, const Profile& p, std::uint64_t cost, std::uint64_t barred) noexcept {
     const std::uint64_t refused = detail::owing(s) | barred;
     const std::uint64_t spend = std::min(cost, s.level[0]) & ~refused;
-    // Only stored permits above the threshold pay the curve (a cold meter: a branch on the state, not
-    // on the color); at the stable rate the area is skipped.
+    // Only a packet that spends stored permits above the threshold pays the curve: the one branch on
+    // the outcome here, since the area (four reciprocal divisions) costs more than a misprediction;
+    // a warm meter (at the stable rate) and a refused packet skip it.
     std::uint64_t extra = 0;
-    if (s.level[0] > p.limiter().threshold) extra = area(p.limiter(), s.level[0]) - area(p.limiter(), s.level[0] - spend);
+    if (spend != 0 && s.level[0] > p.limiter().threshold)
+      extra = area(p.limiter(), s.level[0]) - area(p.limiter(), s.level[0] - spend);
     s.level[0] -= spend;
     s.level[1] += (cost + extra) & ~refused;  // only from 0, and below 2^63 (profile.cpp)
     return detail::green_unless(refused);
