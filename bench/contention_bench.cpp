@@ -261,8 +261,8 @@ class SplitLockMeter {
       for (std::size_t i = 0; i < lengths.size(); ++i) {
         Algo::advance(meter_.state(), meter_.profile(), times[i]);
         const std::uint64_t cost = meter_.profile().cost(lengths[i]);
-        colors[i] = in.empty() ? Algo::decide_blind(meter_.state(), cost)
-                               : Algo::decide_aware(meter_.state(), cost, in[i]);
+        colors[i] = in.empty() ? Algo::decide_blind(meter_.state(), meter_.profile(), cost)
+                               : Algo::decide_aware(meter_.state(), meter_.profile(), cost, in[i]);
       }
     });
     lock_.unlock();

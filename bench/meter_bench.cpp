@@ -1,6 +1,7 @@
 // tricolor-bench-meters: ns per check of tricolor's meters beside DPDK's rte_meter, same work, same loop.
 //
-// Every benchmark is named BM_<algorithm>_<blind|aware>/<tricolor|rte_meter>/<meters>. It owns an array
+// Every benchmark is named BM_<algorithm>_<blind|aware>/<tricolor|rte_meter>/<meters>; the limiters of
+// issue 13 (fixed_window, sliding_window, sliding_window64, gcra, smooth, warmup) have no rte_meter side. It owns an array
 // of <meters> meters sharing one profile and checks packets whose meter index, length and input color
 // come from precomputed sequences shared by both libraries (deterministic, independent of the meter
 // count). The loop is one template for both libraries: bursts of 32 packets, one rte_rdtsc() per burst
@@ -272,12 +273,31 @@ void run_checks(benchmark::State& state, M* meters, std::size_t n, bool fresh, C
 // ---------------------------------------------------------------------------------------------------
 // tricolor
 
+// The limiters (issue 13) get the same load: rate CIR (the windows: CIR * W per window W, W the time
+// CIR takes to send CBS, at least 10 ms; the sliding window in 4 sub-windows, the per-key form) and a
+// burst of CBS (GCRA's tolerance CBS / CIR; the warm-up's stored permits CBS, at cold-factor 3).
+constexpr std::uint64_t kMinWindowNs = 10'000'000;
+
 template <class Algo>
 policer::Params params_for(std::size_t meters) {
   const Rates r = rates_for(meters);
   policer::Params p;
   p.algorithm = Algo::algorithm;
   p.unit = policer::Unit::bytes;
+  if constexpr (policer::is_limiter(Algo::algorithm)) {
+    const std::uint64_t window = std::max(kMinWindowNs, r.cbs * 1'000'000'000 / r.cir);
+    p.limit = std::min<std::uint64_t>(static_cast<std::uint64_t>((unsigned __int128)r.cir * window / 1'000'000'000), policer::kMaxBurst);
+    if constexpr (Algo::algorithm == policer::Algorithm::fixed_window) p.window = window;
+    if constexpr (Algo::algorithm == policer::Algorithm::sliding_window) p.window = window, p.buckets = 4;
+    if constexpr (!(Algo::algorithm == policer::Algorithm::fixed_window || Algo::algorithm == policer::Algorithm::sliding_window)) {
+      p.limit = 0;
+      p.rate = r.cir;
+    }
+    if constexpr (Algo::algorithm == policer::Algorithm::gcra) p.tolerance = r.cbs * 1'000'000'000 / r.cir;
+    if constexpr (Algo::algorithm == policer::Algorithm::smooth) p.max_burst = r.cbs;
+    if constexpr (Algo::algorithm == policer::Algorithm::warmup) p.period = r.cbs * 1'000'000'000 / r.cir, p.cold_factor = 3;
+    return p;
+  }
   p.cir = r.cir;
   p.cbs = r.cbs;
   if constexpr (Algo::algorithm == policer::Algorithm::srtcm) {
@@ -329,6 +349,42 @@ void bm_tricolor(benchmark::State& state) {
                      policer::check_aware<Algo>(s, *profile, now, len, static_cast<policer::Color>(in)));
                else
                  return static_cast<unsigned>(policer::check_blind<Algo>(s, *profile, now, len));
+             });
+}
+
+// The sliding window's aggregate form, 64 sub-windows (policer::WideWindow, 288 bytes), for scale: it
+// is what a rule's aggregate meter of K > 4 would be.
+struct WideMeters {
+  policer::Profile profile;
+  Array<policer::WideWindow> windows;
+};
+
+template <bool Aware>
+void bm_wide_window(benchmark::State& state) {
+  static const char tag = 0;
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::string error;
+  auto [meters, fresh] = keep<WideMeters>(&tag, n, [&]() -> std::shared_ptr<WideMeters> {
+    policer::Params params = params_for<policer::SlidingWindow>(n);
+    params.buckets = policer::kMaxWindowBuckets;
+    auto profile = policer::Profile::make(params, *policer::TickRate::make(tsc_hz()));
+    if (!profile) {
+      error = profile.error().message;
+      return nullptr;
+    }
+    return std::make_shared<WideMeters>(WideMeters{*profile, Array<policer::WideWindow>(n, policer::WideWindow(*profile, rte_rdtsc()))});
+  });
+  if (!meters) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  const policer::Profile* profile = &meters->profile;
+  benchmark::DoNotOptimize(profile);
+  run_checks(state, meters->windows.data(), n, fresh,
+             [profile](policer::WideWindow& w, std::uint64_t now, std::uint32_t len, std::uint8_t in) -> unsigned {
+               w.advance(*profile, now);
+               return static_cast<unsigned>(
+                   w.decide(*profile, profile->cost(len), Aware ? static_cast<policer::Color>(in) : policer::Color::green));
              });
 }
 
@@ -443,6 +499,14 @@ void register_benchmarks() {
       {"BM_srtcm_aware", bm_tricolor<SrTcm, true>, bm_rte<RteSrtcm, true>},
       {"BM_trtcm_blind", bm_tricolor<TrTcm, false>, bm_rte<RteTrtcm, false>},
       {"BM_trtcm_aware", bm_tricolor<TrTcm, true>, bm_rte<RteTrtcm, true>},
+      // The limiters beside trTCM (two colors; no rte_meter equivalent).
+      {"BM_fixed_window_blind", bm_tricolor<policer::FixedWindow, false>, nullptr},
+      {"BM_sliding_window_blind", bm_tricolor<policer::SlidingWindow, false>, nullptr},
+      {"BM_sliding_window64_blind", bm_wide_window<false>, nullptr},
+      {"BM_gcra_blind", bm_tricolor<policer::Gcra, false>, nullptr},
+      {"BM_smooth_blind", bm_tricolor<policer::Smooth, false>, nullptr},
+      {"BM_warmup_blind", bm_tricolor<policer::Warmup, false>, nullptr},
+      {"BM_warmup_aware", bm_tricolor<policer::Warmup, true>, nullptr},
       {"BM_rfc4115_blind", bm_tricolor<TrTcm4115, false>, bm_rte<RteTrtcm4115, false>},
       {"BM_rfc4115_aware", bm_tricolor<TrTcm4115, true>, bm_rte<RteTrtcm4115, true>},
   };

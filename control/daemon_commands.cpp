@@ -74,9 +74,8 @@ const char* second_bucket(policer::Algorithm algorithm) {
     case policer::Algorithm::srtcm:
     case policer::Algorithm::trtcm_4115: return "E";
     case policer::Algorithm::trtcm: return "P";
-    case policer::Algorithm::one_rate_two_color: return nullptr;
+    default: return nullptr;  // 1R2C and the limiters: one bucket, or state of their own
   }
-  return nullptr;
 }
 
 protocol::Reply ok(std::string output, std::string result_json = {}) {

@@ -1,5 +1,6 @@
 #pragma once
-// The four meters. Everything here is inline, division-free and branch-free: a check is one refill
+// The four RFC meters, and the dispatch over every algorithm (the limiters are in limiters.hpp).
+// Everything here is inline, division-free and branch-free: a check is one refill
 // (a multiplication per bucket, clamped) and a decision made with masks, so its cost does not depend on
 // the colors traffic gets (a mix of colors costs no mispredictions, and an attacker cannot slow it).
 //
@@ -9,64 +10,41 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "policer/limiters.hpp"
 #include "policer/profile.hpp"
+#include "policer/state.hpp"
 
 namespace tricolor::policer {
-
-struct State {
-  std::uint64_t level[kBuckets];  // bucket levels in 1/hz tokens: [0] = C, [1] = E or P
-  std::uint64_t last;             // tick of the latest check; never moves back
-};
-static_assert(sizeof(State) <= 32, "the metering state of one meter is at most 32 bytes");
-
-namespace detail {
-
-// Ticks since the last check; a check earlier than the last credits nothing and keeps `last`.
-inline std::uint64_t elapsed(State& s, std::uint64_t now) noexcept {
-  const std::uint64_t last = s.last;
-  const std::uint64_t latest = std::max(now, last);
-  s.last = latest;
-  return latest - last;
-}
-
-// min(size, level + rate*dt), exactly. The gap is clamped to the fill time, so rate*dt < size + rate
-// and the sum stays below 2^64 however long the meter was idle.
-inline std::uint64_t refill(std::uint64_t level, const Profile& p, std::size_t b, std::uint64_t dt) noexcept {
-  const std::uint64_t filled = level + p.rate(b) * std::min(dt, p.fill_ticks(b));
-  return std::min(filled, p.size(b));
-}
-
-// Branch-free decisions. Every level and every cost is below 2^63 (kMaxBurst * kMaxHz and
-// (kMaxBurst + 1) * kMaxHz are), so level - cost, read as a signed number, is negative exactly when the
-// packet does not fit, and an arithmetic shift turns that into a mask: all ones when it does not fit.
-// Pure arithmetic, so the compiler cannot turn it back into unpredictable branches; a mix of colors
-// costs the same as all green.
-static_assert((kMaxBurst + 1) * kMaxHz < (std::uint64_t{1} << 63));
-inline std::uint64_t short_of(std::uint64_t level, std::uint64_t cost) noexcept {
-  return static_cast<std::uint64_t>((static_cast<std::int64_t>(level) - static_cast<std::int64_t>(cost)) >> 63);
-}
-// All ones when a packet of this input color may not be green / may not be yellow either.
-inline std::uint64_t not_green(Color in) noexcept {
-  return ~static_cast<std::uint64_t>((static_cast<std::int64_t>(in) - 1) >> 63);
-}
-inline std::uint64_t red(Color in) noexcept {
-  return ~static_cast<std::uint64_t>((static_cast<std::int64_t>(in) - 2) >> 63);
-}
-}  // namespace detail
 
 // Each algorithm: advance() brings the buckets to `now`; decide_*() colors one packet of the given
 // cost at the state's time. check_*() is both. A burst at one instant advances once and decides many.
 // The decisions work on masks that say which bucket cannot take the packet; the color is green = 0,
-// yellow = 1, red = 2 read off those masks.
+// yellow = 1, red = 2 read off those masks. decide_*() also comes with the profile, which the RFC
+// meters ignore (their state says everything) and the limiters need; carry() is a live change.
+
+namespace detail {
+// The RFC meters' live change: credited at the old rate up to `now`, then clamped to the new sizes.
+template <class Algo>
+inline void carry_levels(State& s, const Profile& from, const Profile& to, std::uint64_t now) noexcept {
+  Algo::advance(s, from, now);
+  for (std::size_t b = 0; b < kBuckets; ++b) s.level[b] = std::min(s.level[b], to.size(b));
+}
+}  // namespace detail
+
+// Every algorithm's decide_*() takes the profile: the RFC meters do not need it (their state says
+// everything) but the limiters do, and one signature lets the dispatch serve both.
 
 struct OneRateTwoColor {
   static constexpr Algorithm algorithm = Algorithm::one_rate_two_color;
+  static void carry(State& s, const Profile& from, const Profile& to, std::uint64_t now) noexcept {
+    detail::carry_levels<OneRateTwoColor>(s, from, to, now);
+  }
   static void advance(State& s, const Profile& p, std::uint64_t now) noexcept {
     s.level[0] = detail::refill(s.level[0], p, 0, detail::elapsed(s, now));
   }
-  static Color decide_blind(State& s, std::uint64_t cost) noexcept { return decide(s, cost, 0); }
+  static Color decide_blind(State& s, const Profile&, std::uint64_t cost) noexcept { return decide(s, cost, 0); }
   // A packet that arrives non-green cannot become green, and takes no token.
-  static Color decide_aware(State& s, std::uint64_t cost, Color in) noexcept {
+  static Color decide_aware(State& s, const Profile&, std::uint64_t cost, Color in) noexcept {
     return decide(s, cost, detail::not_green(in));
   }
 
@@ -81,6 +59,9 @@ struct OneRateTwoColor {
 // RFC 2697: one rate fills C; what C cannot hold overflows into E.
 struct SrTcm {
   static constexpr Algorithm algorithm = Algorithm::srtcm;
+  static void carry(State& s, const Profile& from, const Profile& to, std::uint64_t now) noexcept {
+    detail::carry_levels<SrTcm>(s, from, to, now);
+  }
   static void advance(State& s, const Profile& p, std::uint64_t now) noexcept {
     const std::uint64_t dt = std::min(detail::elapsed(s, now), p.fill_ticks(0));
     const std::uint64_t c = s.level[0] + p.rate(0) * dt;  // < 3 * 2^30 * 5e9 < 2^64
@@ -89,9 +70,9 @@ struct SrTcm {
     s.level[0] = std::min(c, p.size(0));
   }
   // Green from C, else yellow from E, else red (also RFC 4115's rule).
-  static Color decide_blind(State& s, std::uint64_t cost) noexcept { return decide(s, cost, 0, 0); }
+  static Color decide_blind(State& s, const Profile&, std::uint64_t cost) noexcept { return decide(s, cost, 0, 0); }
   // Only a green packet may take C; a green or yellow one may take E.
-  static Color decide_aware(State& s, std::uint64_t cost, Color in) noexcept {
+  static Color decide_aware(State& s, const Profile&, std::uint64_t cost, Color in) noexcept {
     return decide(s, cost, detail::not_green(in), detail::red(in));
   }
 
@@ -109,14 +90,17 @@ struct SrTcm {
 // RFC 2698: C at CIR and P at PIR fill independently; a packet must fit P, and green also C.
 struct TrTcm {
   static constexpr Algorithm algorithm = Algorithm::trtcm;
+  static void carry(State& s, const Profile& from, const Profile& to, std::uint64_t now) noexcept {
+    detail::carry_levels<TrTcm>(s, from, to, now);
+  }
   static void advance(State& s, const Profile& p, std::uint64_t now) noexcept {
     const std::uint64_t dt = detail::elapsed(s, now);
     s.level[0] = detail::refill(s.level[0], p, 0, dt);
     s.level[1] = detail::refill(s.level[1], p, 1, dt);
   }
-  static Color decide_blind(State& s, std::uint64_t cost) noexcept { return decide(s, cost, 0, 0); }
+  static Color decide_blind(State& s, const Profile&, std::uint64_t cost) noexcept { return decide(s, cost, 0, 0); }
   // A red packet stays red; a yellow one never takes C.
-  static Color decide_aware(State& s, std::uint64_t cost, Color in) noexcept {
+  static Color decide_aware(State& s, const Profile&, std::uint64_t cost, Color in) noexcept {
     return decide(s, cost, detail::not_green(in), detail::red(in));
   }
 
@@ -133,9 +117,12 @@ struct TrTcm {
 // RFC 4115: C at CIR and E at EIR fill independently (no overflow from C to E); colors as RFC 2697.
 struct TrTcm4115 {
   static constexpr Algorithm algorithm = Algorithm::trtcm_4115;
+  static void carry(State& s, const Profile& from, const Profile& to, std::uint64_t now) noexcept {
+    detail::carry_levels<TrTcm4115>(s, from, to, now);
+  }
   static void advance(State& s, const Profile& p, std::uint64_t now) noexcept { TrTcm::advance(s, p, now); }
-  static Color decide_blind(State& s, std::uint64_t cost) noexcept { return SrTcm::decide(s, cost, 0, 0); }
-  static Color decide_aware(State& s, std::uint64_t cost, Color in) noexcept {
+  static Color decide_blind(State& s, const Profile&, std::uint64_t cost) noexcept { return SrTcm::decide(s, cost, 0, 0); }
+  static Color decide_aware(State& s, const Profile&, std::uint64_t cost, Color in) noexcept {
     return SrTcm::decide(s, cost, detail::not_green(in), detail::red(in));
   }
 };
@@ -143,29 +130,36 @@ struct TrTcm4115 {
 template <class Algo>
 inline Color check_blind(State& s, const Profile& p, std::uint64_t now, std::uint32_t length) noexcept {
   Algo::advance(s, p, now);
-  return Algo::decide_blind(s, p.cost(length));
+  return Algo::decide_blind(s, p, p.cost(length));
 }
 
 template <class Algo>
 inline Color check_aware(State& s, const Profile& p, std::uint64_t now, std::uint32_t length, Color in) noexcept {
   Algo::advance(s, p, now);
-  return Algo::decide_aware(s, p.cost(length), in);
+  return Algo::decide_aware(s, p, p.cost(length), in);
 }
 
 // Calls fn(Algo{}) for the profile's algorithm: one predictable branch, so code written once as a
-// template serves every algorithm (per burst, ideally, rather than per packet).
+// template serves every algorithm (per burst, ideally, rather than per packet). A sliding window
+// through State must fit it (fits_state(); an aggregate of more sub-windows is a WindowMeter).
 template <class Fn>
 inline decltype(auto) with_algorithm(Algorithm algorithm, Fn&& fn) {
   switch (algorithm) {
     case Algorithm::srtcm: return fn(SrTcm{});
     case Algorithm::trtcm: return fn(TrTcm{});
     case Algorithm::trtcm_4115: return fn(TrTcm4115{});
+    case Algorithm::fixed_window: return fn(FixedWindow{});
+    case Algorithm::sliding_window: return fn(SlidingWindow{});
+    case Algorithm::gcra: return fn(Gcra{});
+    case Algorithm::smooth: return fn(Smooth{});
+    case Algorithm::warmup: return fn(Warmup{});
     case Algorithm::one_rate_two_color: break;
   }
   return fn(OneRateTwoColor{});
 }
 
-// A meter created (or reset) now starts with full buckets.
+// A meter created (or reset) now starts with full buckets (a limiter: as limiters.hpp says, from the
+// profile's size() too, so this stays two loads for every algorithm).
 inline State full_state(const Profile& p, std::uint64_t now) noexcept {
   return State{{p.size(0), p.size(1)}, now};
 }
@@ -177,14 +171,13 @@ inline bool same_family(const Profile& a, const Profile& b) noexcept {
 
 // Live change: within a family the levels are kept (credited at the old rate up to `now`, then
 // clamped to the new sizes) and refill continues at the new rate from `now`; across families the
-// meter starts full. `last` never moves back.
+// meter starts full. `last` never moves back. A limiter keeps its state as its carry() says.
 inline void change_profile(State& s, const Profile& from, const Profile& to, std::uint64_t now) noexcept {
   if (!same_family(from, to)) {
     s = full_state(to, std::max(s.last, now));
     return;
   }
-  with_algorithm(from.algorithm(), [&](auto algo) { decltype(algo)::advance(s, from, now); });
-  for (std::size_t b = 0; b < kBuckets; ++b) s.level[b] = std::min(s.level[b], to.size(b));
+  with_algorithm(from.algorithm(), [&](auto algo) { decltype(algo)::carry(s, from, to, now); });
 }
 
 inline void reset(State& s, const Profile& p, std::uint64_t now) noexcept {

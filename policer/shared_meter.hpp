@@ -60,7 +60,7 @@ class alignas(64) SharedMeter {
         using Algo = decltype(algo);
         Algo::advance(m.state(), m.profile(), now);
         for (std::size_t i = 0; i < lengths.size(); ++i)
-          colors[i] = Algo::decide_blind(m.state(), m.profile().cost(lengths[i]));
+          colors[i] = Algo::decide_blind(m.state(), m.profile(), m.profile().cost(lengths[i]));
       });
       on_commit(m.state());
     });
@@ -75,7 +75,7 @@ class alignas(64) SharedMeter {
         using Algo = decltype(algo);
         Algo::advance(m.state(), m.profile(), now);
         for (std::size_t i = 0; i < lengths.size(); ++i)
-          colors[i] = Algo::decide_aware(m.state(), m.profile().cost(lengths[i]), in[i]);
+          colors[i] = Algo::decide_aware(m.state(), m.profile(), m.profile().cost(lengths[i]), in[i]);
       });
       on_commit(m.state());
     });
@@ -132,7 +132,8 @@ class alignas(64) SharedMeter {
       for (std::size_t i = 0; i < lengths.size(); ++i) {
         Algo::advance(m.state(), m.profile(), times[i]);
         const std::uint64_t cost = m.profile().cost(lengths[i]);
-        colors[i] = in.empty() ? Algo::decide_blind(m.state(), cost) : Algo::decide_aware(m.state(), cost, in[i]);
+        colors[i] = in.empty() ? Algo::decide_blind(m.state(), m.profile(), cost)
+                                : Algo::decide_aware(m.state(), m.profile(), cost, in[i]);
       }
     });
   }

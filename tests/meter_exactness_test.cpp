@@ -82,6 +82,7 @@ Params random_params(Rng& r, Algorithm a, Unit unit) {
       p.cbs = p.cir != 0 || r.chance(50) ? random_burst(r, unit) : 0;
       p.ebs = p.eir != 0 || r.chance(50) ? random_burst(r, unit) : 0;
       break;
+    default: break;  // the limiters: tests/limiter_*_test.cpp
   }
   return p;
 }
@@ -235,6 +236,7 @@ TEST_P(Boundaries, ColorChangesExactlyAtTheTokensArrivalTick) {
             return b <= p.ebs && k >= arrival_tick(bb, hz, p.eir) ? Color::yellow : Color::red;
           if (b <= p.cbs && k >= arrival_tick(bb, hz, p.cir)) return Color::green;
           return (b <= p.ebs && k >= arrival_tick(bb, hz, p.eir)) ? Color::yellow : Color::red;
+        default: break;
       }
       return Color::red;
     };

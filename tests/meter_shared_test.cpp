@@ -80,6 +80,7 @@ TEST_P(Shared, AtOneInstantExactlyTheStartingTokensAreAdmitted) {
         ASSERT_EQ(totals[0], tokens_c);
         ASSERT_EQ(totals[0] + totals[1], tokens_second);
         break;
+      default: FAIL() << "not an RFC meter";
     }
   }
 }

@@ -37,6 +37,7 @@ RefParams reference(const policer::Params& p) {
     case policer::Algorithm::srtcm: r.algorithm = RefAlgorithm::srtcm; break;
     case policer::Algorithm::trtcm: r.algorithm = RefAlgorithm::trtcm; break;
     case policer::Algorithm::trtcm_4115: r.algorithm = RefAlgorithm::trtcm_4115; break;
+    default: break;  // the limiters are not generated here
   }
   r.packet_mode = p.unit == policer::Unit::packets;
   r.cir = p.cir, r.cbs = p.cbs, r.eir = p.eir, r.ebs = p.ebs, r.pir = p.pir, r.pbs = p.pbs;
