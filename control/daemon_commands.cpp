@@ -122,11 +122,11 @@ StateWords limiter_state(const policer::Params& p, const policer::State& s, std:
   using policer::Algorithm;
   switch (p.algorithm) {
     case Algorithm::fixed_window: {
-      if (s.level[1] == 0) return {"no window open (the next packet opens one)", {{"window_open", false}}};
+      if (s.level[1] == 0) return {"no window open (the next packet opens one)", {{"left", 0}, {"closes_in_ns", 0}}};
       const std::uint64_t closes = ticks_ns(s.level[1], hz);
       return {std::to_string(s.level[0]) + " " + unit + " left in the open window, which closes " + span_text(closes) +
                   " after that packet",
-              {{"window_open", true}, {"left", s.level[0]}, {"closes_in_ns", closes}}};
+              {{"left", s.level[0]}, {"closes_in_ns", closes}}};
     }
     case Algorithm::sliding_window: {
       // Four 32-bit counters, the newest (the sub-window of the latest packet) in the low half of level[0].
@@ -154,10 +154,12 @@ StateWords limiter_state(const policer::Params& p, const policer::State& s, std:
     case Algorithm::smooth:
     case Algorithm::warmup: {
       const std::uint64_t ahead = owed_ns(s.level[1], p.rate, hz);
-      const std::string next = s.level[1] == 0 ? "the next free time has come (no debt)"
-                                               : "the next free time is " + span_text(ahead) + " ahead of that packet";
+      const std::string next = s.level[1] == 0 ? "the next free time has come (nothing owed)"
+                                               : "the next free time is " + span_text(ahead) + " ahead of that packet (" +
+                                                     tokens_text(s.level[1], hz) + " " + unit + " owed)";
       return {tokens_text(s.level[0], hz) + " " + unit + " stored; " + next,
-              {{"stored", tokens_text(s.level[0], hz)}, {"next_free_ahead_ns", ahead}}};
+              {{"stored", tokens_text(s.level[0], hz)}, {"owed", tokens_text(s.level[1], hz)},
+               {"next_free_ahead_ns", ahead}}};
     }
     default: return {"", nlohmann::json::object()};
   }
@@ -333,7 +335,7 @@ protocol::Reply DaemonCommands::keys(const std::string& line, bool json) {
       // A limiter keeps no buckets: its state in its own words.
       StateWords words = limiter_state(profile->params, found->state, hz, unit);
       j["algorithm"] = std::string(policer::to_string(profile->params.algorithm));
-      j["state"] = std::move(words.json);
+      j["levels"] = std::move(words.json);  // the same key as the buckets' levels, in the algorithm's words
       text_out += "\n  " + std::string(policer::to_string(profile->params.algorithm)) + " at its latest packet (tick " +
                   std::to_string(found->state.last) + "): " + words.text;
     } else {
