@@ -18,19 +18,20 @@ replay = sys.argv[1]
 work = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="tricolor-limiters-")
 os.makedirs(work, exist_ok=True)
 
+# (Algorithm names are keywords, so the profiles and rules have names of their own.)
 POLICY = """
-profile add fixed fixed-window limit 3pkt window 10ms
-profile add sliding sliding-window limit 3pkt window 10ms buckets 2
-profile add sliding-key sliding-window limit 2pkt window 4ms buckets 4
-profile add gcra gcra rate 1kpps tolerance 2ms
-profile add smooth smooth rate 8kbit max-burst 100
-profile add warmup warmup rate 1kpps period 4ms cold-factor 3
-rule add fixed dst 10.0.0.1 profile fixed red drop
-rule add sliding dst 10.0.0.2 profile sliding red drop
-rule add sliding-key dst 10.0.1.0/24 profile sliding-key per dst red drop
-rule add gcra dst 10.0.0.3 profile gcra red drop
-rule add smooth dst 10.0.0.4 profile smooth red drop
-rule add warmup dst 10.0.0.5 profile warmup red drop
+profile add per-window fixed-window limit 3pkt window 10ms
+profile add leap sliding-window limit 3pkt window 10ms buckets 2
+profile add leap-key sliding-window limit 2pkt window 4ms buckets 4
+profile add cells gcra rate 1kpps tolerance 2ms
+profile add bursty smooth rate 8kbit max-burst 100
+profile add cold warmup rate 1kpps period 4ms cold-factor 3
+rule add by-window dst 10.0.0.1 profile per-window red drop
+rule add by-leap dst 10.0.0.2 profile leap red drop
+rule add by-leap-key dst 10.0.1.0/24 profile leap-key per dst red drop
+rule add by-cells dst 10.0.0.3 profile cells red drop
+rule add by-bursty dst 10.0.0.4 profile bursty red drop
+rule add by-cold dst 10.0.0.5 profile cold red drop
 """
 
 MS = 1_000_000  # ns
