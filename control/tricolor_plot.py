@@ -137,13 +137,15 @@ def draw(rates, first, interval, unit, columns, title, output):
                       label=name, baseline=None)
         ax.set_title(rule, fontsize=10)
         ax.yaxis.set_major_formatter(EngFormatter(unit="bit/s" if unit == "bits" else "pkt/s"))
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, max(max(series["offered"]), 1) * 1.3)  # headroom for the legend
         ax.grid(alpha=0.3)
     for ax in axes.flat[len(rates):]:
         ax.set_visible(False)
-    for ax in axes[-1]:
-        ax.set_xlabel("time since the first packet (s)")
-    axes.flat[0].legend(fontsize=8, loc="upper right")
+    for column in range(columns):  # the time axis under each column's last panel
+        lowest = max(r for r in range(rows) if r * columns + column < len(rates))
+        axes[lowest, column].xaxis.set_tick_params(labelbottom=True)
+        axes[lowest, column].set_xlabel("time since the first packet (s)")
+    axes.flat[0].legend(fontsize=8, loc="upper center", ncol=4, frameon=False)
     interval_text = f"{interval / 1e6:g} ms" if interval >= 10**5 else f"{interval / 1e3:g} us"
     fig.suptitle(f"{title + ': ' if title else ''}rates per {interval_text}", fontsize=11)
     try:
