@@ -115,7 +115,7 @@ def print_table(rates, first, interval, unit):
             out.writerow([rule, start, start + interval] + [repr(series[s][i]) for s in ("offered",) + COLORS])
 
 
-def draw(rates, first, interval, unit, columns, title, output):
+def draw(rates, first, interval, unit, columns, title, labels, output):
     try:
         import matplotlib
     except ImportError:
@@ -135,7 +135,7 @@ def draw(rates, first, interval, unit, columns, title, output):
             color, line = STYLE[name]
             ax.stairs(values, edges, color=color, linestyle=line, linewidth=1.4 if name == "offered" else 1.8,
                       label=name, baseline=None)
-        ax.set_title(rule, fontsize=10)
+        ax.set_title(labels.get(rule, rule), fontsize=10)
         ax.yaxis.set_major_formatter(EngFormatter(unit="bit/s" if unit == "bits" else "pkt/s"))
         ax.set_ylim(0, max(max(series["offered"]), 1) * 1.3)  # headroom for the legend
         ax.grid(alpha=0.3)
@@ -166,6 +166,8 @@ def main():
                         help="bytes: the length each rule meters (default) or the frame's")
     parser.add_argument("--columns", type=int, default=1, help="panels per row (default 1)")
     parser.add_argument("--title", default="", help="a title above the panels")
+    parser.add_argument("--label", action="append", default=[], metavar="RULE=TEXT",
+                        help="a panel's title instead of its rule's name (repeatable)")
     parser.add_argument("--table", action="store_true", help="print the binned rates as CSV on stdout")
     args = parser.parse_args()
     if not args.output and not args.table:
@@ -174,13 +176,16 @@ def main():
         parser.error(f"-o {args.output!r}: the picture's name must end in {', '.join(FORMATS)}")
     if args.columns < 1:
         parser.error("--columns: at least 1")
+    if any("=" not in label for label in args.label):
+        parser.error("--label: expected RULE=TEXT")
+    labels = dict(label.split("=", 1) for label in args.label)
 
     packets, times = read_packets(args.csv, args.length)
     present = list(dict.fromkeys(rule for rule, *_ in packets))
     if not present:
         raise Refused(f"{args.csv!r}: no packet matched a rule (only the default action's)")
     rules = list(dict.fromkeys(args.rule)) if args.rule else present
-    unknown = [r for r in rules if r not in present]
+    unknown = [r for r in dict.fromkeys(rules + list(labels)) if r not in present]
     if unknown:
         raise Refused(f"{args.csv!r} has no packets of rule {', '.join(map(repr, unknown))} "
                       f"(its rules: {', '.join(present)})")
@@ -192,7 +197,8 @@ def main():
     if args.table:
         print_table(rates, first, interval, args.unit)
     if args.output:
-        draw(rates, first, interval, args.unit, min(args.columns, len(rules)), args.title, args.output)
+        draw(rates, first, interval, args.unit, min(args.columns, len(rules)), args.title, labels,
+             args.output)
 
 
 if __name__ == "__main__":

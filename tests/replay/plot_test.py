@@ -184,7 +184,8 @@ def png_problem(file):
     return None
 
 
-result = run_plot(path("packets.csv"), "-o", path("rates.png"), "--columns", "2", "--title", "test")
+result = run_plot(path("packets.csv"), "-o", path("rates.png"), "--columns", "2", "--title", "test", "--label",
+                  "a=trtcm, l3+4")
 if result.returncode != 0:
     failures.append(f"-o rates.png: exit {result.returncode}: {result.stderr.strip()}")
 elif (problem := png_problem(path("rates.png"))) is not None:
@@ -213,6 +214,8 @@ refusals = [
      None, 2, "no packet matched a rule"),
     ("unknown rule", [good, "--table", "--rule", "a", "--rule", "nope"], None, 2, "no packets of rule 'nope'",
      f"(its rules: {', '.join(in_order)})"),
+    ("label of an unknown rule", [good, "--table", "--label", "c=x"], None, 2, "no packets of rule 'c'"),
+    ("label without =", [good, "--table", "--label", "a"], None, 1, "--label: expected RULE=TEXT"),
     ("unwritable output", [good, "-o", path("no/such/dir/x.png")], None, 2, "cannot write"),
     ("not a picture format", [good, "-o", path("x.txt")], None, 1, "must end in .png, .svg, .pdf"),
     ("nothing to do", [good], None, 1, "nothing to do"),
