@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """tricolor-plot: draws a tricolor-replay CSV (--csv) as rates over time, one panel per rule.
 
-Per rule: the offered rate (every packet of the rule) and the green, yellow and red rates (the packets
-its meter gave that color), in bit/s or packet/s, over intervals counted from the capture's first
+Per rule: the offered rate (every packet of the rule, a dashed line) and the green, yellow and red rates
+(the packets its meter gave that color, stacked in that order), in bit/s or packet/s, over intervals counted from the capture's first
 packet. Reads the CSV and nothing else. Exit status: 0 done; 1 the command line is wrong; 2 an input or
 output that cannot be used (the message names it and why).
 """
@@ -12,7 +12,7 @@ import sys
 from fractions import Fraction
 
 COLORS = ("green", "yellow", "red")
-STYLE = {"offered": ("#555555", "--"), "green": ("#2ca02c", "-"), "yellow": ("#e0a800", "-"), "red": ("#d62728", "-")}
+FILL = {"green": "#2ca02c", "yellow": "#f0c020", "red": "#d62728"}
 NEEDED = ("rule", "out_color", "time_ns", "frame_bytes", "metered_bytes")
 UNITS_NS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9}
 FORMATS = (".png", ".svg", ".pdf")
@@ -131,10 +131,15 @@ def draw(rates, first, interval, unit, columns, title, labels, output):
     count = len(next(iter(rates.values()))["offered"])
     edges = [(first + i) * interval / 1e9 for i in range(count + 1)]
     for ax, (rule, series) in zip(axes.flat, rates.items()):
-        for name, values in series.items():
-            color, line = STYLE[name]
-            ax.stairs(values, edges, color=color, linestyle=line, linewidth=1.4 if name == "offered" else 1.8,
-                      label=name, baseline=None)
+        # The colors stacked (green at the bottom): their top is the metered rate, which the offered
+        # line follows unless packets went unmetered; lines of equal height would hide each other.
+        bottom = [0.0] * count
+        for name in COLORS:
+            top = [b + v for b, v in zip(bottom, series[name])]
+            ax.stairs(top, edges, baseline=bottom, fill=True, color=FILL[name], alpha=0.85, linewidth=0, label=name)
+            bottom = top
+        ax.stairs(series["offered"], edges, baseline=None, color="black", linestyle="--", linewidth=1.2,
+                  label="offered")
         ax.set_title(labels.get(rule, rule), fontsize=10)
         ax.yaxis.set_major_formatter(EngFormatter(unit="bit/s" if unit == "bits" else "pkt/s"))
         ax.set_ylim(0, max(max(series["offered"]), 1) * 1.3)  # headroom for the legend
