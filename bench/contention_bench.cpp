@@ -256,21 +256,13 @@ class SplitLockMeter {
                          std::span<Color> colors) noexcept {
     lock_.lock();
     catch_up(meter_, generation_);
-    policer::with_algorithm(meter_.profile().algorithm(), [&](auto algo) {  // as SharedMeter::color_burst
-      using Algo = decltype(algo);
-      for (std::size_t i = 0; i < lengths.size(); ++i) {
-        Algo::advance(meter_.state(), meter_.profile(), times[i]);
-        const std::uint64_t cost = meter_.profile().cost(lengths[i]);
-        colors[i] = in.empty() ? Algo::decide_blind(meter_.state(), meter_.profile(), cost)
-                               : Algo::decide_aware(meter_.state(), meter_.profile(), cost, in[i]);
-      }
-    });
+    meter_.color_each(times, lengths, in, colors);  // as SharedMeter::check_burst_after
     lock_.unlock();
   }
 
  private:
   alignas(64) policer::SpinLock lock_;
-  alignas(64) policer::Meter meter_;
+  alignas(64) policer::AggregateMeter meter_;
   std::uint64_t generation_ = 0;
 };
 
@@ -305,7 +297,7 @@ struct MeterWorker {
     for (std::size_t k = 0; k < burst; ++k) times[k] = now;
     const std::uint64_t profile_generation = 0;  // the meter's own: catch-up returns at once, as nearly always
     meter->check_burst_after(
-        [&](policer::Meter& m, std::uint64_t& applied) {
+        [&](policer::AggregateMeter& m, std::uint64_t& applied) {
           dataplane::catch_up_shared(m, applied, nullptr, profile_generation, *profile, seen, now);
         },
         std::span<const std::uint64_t>(times, burst), std::span<const std::uint32_t>(lengths + pos, burst),

@@ -264,6 +264,21 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
     }
     const Slot& slot = *rp.slot;
 
+    // A per-key meter is an entry of the key table (24 bytes of state): a sliding window of more
+    // sub-windows than fit there is refused, naming the rule and the profile.
+    if (rule.per_key.kind != KeyKind::none) {
+      if (auto fits = policer::validate_per_key(rp.profile->params()); !fits)
+        return Error{rule.profile, "rule " + rule.name + ": profile " + rule.profile + ": " + fits.error().message};
+    }
+    // Meters that outlive this set and may change algorithm with it: room for the new profile's state
+    // (a sliding window's counters) is made here, so the workers' catch-up never allocates.
+    slot.aggregate->prepare(*rp.profile);
+    for (const auto& meter : slot.local_aggregates) meter->prepare(*rp.profile);
+    if (rule.parent && slot.parent) {
+      slot.parent->prepare(*rp.parent_profile);
+      for (const auto& meter : slot.local_parents) meter->prepare(*rp.parent_profile);
+    }
+
     // Hierarchy: the parent meter keeps its levels across changes like any meter.
     if (rule.parent) {
       if (slot.parent && !rp.created) {

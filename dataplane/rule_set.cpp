@@ -68,7 +68,7 @@ bool catch_up_key(policer::State& state, const ProfileHistory& history, const Hi
   return true;
 }
 
-void catch_up_shared(policer::Meter& meter, std::uint64_t& generation, const ProfileHistory* history,
+void catch_up_shared(policer::AggregateMeter& meter, std::uint64_t& generation, const ProfileHistory* history,
                      std::uint64_t current_generation, const policer::Profile& current, const SeenGenerations& seen,
                      std::uint64_t now) noexcept {
   if (current_generation <= generation) return;  // at this set's profile already, or at a newer one
@@ -80,9 +80,9 @@ void catch_up_shared(policer::Meter& meter, std::uint64_t& generation, const Pro
       exact = false;
       break;
     }
-    policer::change_profile(meter.state(), (*history)[i].before, after(*history, i, current), *tick);
+    meter.change((*history)[i].before, after(*history, i, current), *tick);
   }
-  if (!exact) meter.state() = policer::full_state(current, std::max(meter.state().last, now));
+  if (!exact) meter.restart(current, now);
   meter.rebind(current);
   generation = current_generation;
 }

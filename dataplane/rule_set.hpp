@@ -192,7 +192,7 @@ bool catch_up_key(policer::State& state, const ProfileHistory& history, const Hi
                   const policer::Profile& current) noexcept;
 // For a shared meter: the changes after the meter's `generation` (checked by several workers, its last
 // tick does not tell which changes it saw). Rebinds it to `current` and moves `generation` on.
-void catch_up_shared(policer::Meter& meter, std::uint64_t& generation, const ProfileHistory* history,
+void catch_up_shared(policer::AggregateMeter& meter, std::uint64_t& generation, const ProfileHistory* history,
                      std::uint64_t current_generation, const policer::Profile& current, const SeenGenerations& seen,
                      std::uint64_t now) noexcept;
 

@@ -95,7 +95,7 @@ void Worker::check_shared(policer::SharedMeter& meter, const policer::Profile& p
                           std::span<const std::uint32_t> lengths, std::span<const Color> in,
                           std::span<Color> out) noexcept {
   meter.check_burst_after(
-      [&](policer::Meter& m, std::uint64_t& applied) {
+      [&](policer::AggregateMeter& m, std::uint64_t& applied) {
         catch_up_shared(m, applied, history, generation, profile, seen_, first_tick_);
       },
       times, lengths, in, out);

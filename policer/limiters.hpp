@@ -14,7 +14,7 @@
 // State. Each fits the 24 bytes of State (state.hpp) with `last` as the RFC meters use it:
 //   fixed window    level[0] tokens still allowed in the open window, level[1] ticks until it closes
 //   sliding window  level[0..1] four 32-bit counters (a count is at most the limit, 2^30), so at most
-//                   four sub-windows; an aggregate of up to 64 is a WideWindow (below), not a State
+//                   four sub-windows; an aggregate of up to 64 is a WideWindow (below; aggregate_meter.hpp), not a State
 //   gcra            level[0] the TAT's lead over `last` (owed 1/hz tokens); level[1] unused
 //   smooth, warmup  level[0] stored permits (1/hz tokens), level[1] the next free time's lead (owed)
 // Decisions are made with masks, as the RFC meters' (meter.hpp: a color mix costs no mispredictions):
@@ -81,7 +81,7 @@ struct FixedWindow {
 struct SlidingWindow {
   static constexpr Algorithm algorithm = Algorithm::sliding_window;
   // Precondition: fits_state(profile) (buckets <= 4); validate_per_key() refuses the others, and an
-  // aggregate of more is a WindowMeter.
+  // aggregate meter of more is a WideWindow (aggregate_meter.hpp).
   static void advance(State& s, const Profile& p, std::uint64_t now) noexcept {
     const LimiterConstants& k = p.limiter();
     assert(k.buckets <= kMaxStateWindowBuckets);
@@ -308,36 +308,6 @@ class WideWindow {
   std::uint64_t newest_;  // sub-window holding last_
   std::uint64_t sum_ = 0;
   std::array<std::uint32_t, kMaxWindowBuckets> counts_{};
-};
-
-// An aggregate sliding-window meter of any K, carrying its profile (as Meter does, meter.hpp).
-class WindowMeter {
- public:
-  WindowMeter(const Profile& profile, std::uint64_t now) noexcept : window_(profile, now), profile_(&profile) {}
-  Color check_blind(std::uint64_t now, std::uint32_t length) noexcept {
-    window_.advance(*profile_, now);
-    return window_.decide(*profile_, profile_->cost(length));
-  }
-  Color check_aware(std::uint64_t now, std::uint32_t length, Color in) noexcept {
-    window_.advance(*profile_, now);
-    return window_.decide(*profile_, profile_->cost(length), in);
-  }
-  // Within the family (same unit and tick rate) the counts carry over; otherwise the meter starts empty.
-  void change_profile(const Profile& to, std::uint64_t now) noexcept {
-    if (to.algorithm() == profile_->algorithm() && to.unit() == profile_->unit() && to.tick_rate() == profile_->tick_rate()) {
-      window_.carry(*profile_, to, now);
-    } else {
-      window_ = WideWindow(to, std::max(now, window_.last()));
-    }
-    profile_ = &to;
-  }
-  void reset(std::uint64_t now) noexcept { window_ = WideWindow(*profile_, std::max(now, window_.last())); }
-  const WideWindow& window() const noexcept { return window_; }
-  const Profile& profile() const noexcept { return *profile_; }
-
- private:
-  WideWindow window_;
-  const Profile* profile_;
 };
 
 }  // namespace tricolor::policer

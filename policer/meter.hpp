@@ -141,7 +141,7 @@ inline Color check_aware(State& s, const Profile& p, std::uint64_t now, std::uin
 
 // Calls fn(Algo{}) for the profile's algorithm: one predictable branch, so code written once as a
 // template serves every algorithm (per burst, ideally, rather than per packet). A sliding window
-// through State must fit it (fits_state(); an aggregate of more sub-windows is a WindowMeter).
+// through State must fit it (fits_state(); an aggregate of more sub-windows is a WideWindow: aggregate_meter.hpp).
 template <class Fn>
 inline decltype(auto) with_algorithm(Algorithm algorithm, Fn&& fn) {
   switch (algorithm) {

@@ -10,7 +10,7 @@
 #include <span>
 #include <thread>
 
-#include "policer/meter.hpp"
+#include "policer/aggregate_meter.hpp"
 
 namespace tricolor::policer {
 
@@ -47,7 +47,7 @@ struct NoCommitHook {
 
 class alignas(64) SharedMeter {
  public:
-  SharedMeter(const Profile& profile, std::uint64_t now) noexcept : meter_(profile, now) {}
+  SharedMeter(const Profile& profile, std::uint64_t now) : meter_(profile, now) {}
 
   // Colors `lengths.size()` packets of this meter, all timed `now`, into `colors`. `on_commit` runs
   // inside the critical section after the burst (statistics, or a test recording commit order).
@@ -55,13 +55,8 @@ class alignas(64) SharedMeter {
   void check_burst_blind(std::uint64_t now, std::span<const std::uint32_t> lengths, std::span<Color> colors,
                          OnCommit&& on_commit = {}) noexcept {
     assert(colors.size() >= lengths.size());
-    exclusive([&](Meter& m) {
-      with_algorithm(m.profile().algorithm(), [&](auto algo) {
-        using Algo = decltype(algo);
-        Algo::advance(m.state(), m.profile(), now);
-        for (std::size_t i = 0; i < lengths.size(); ++i)
-          colors[i] = Algo::decide_blind(m.state(), m.profile(), m.profile().cost(lengths[i]));
-      });
+    exclusive([&](AggregateMeter& m) {
+      m.color_at(now, lengths, {}, colors);
       on_commit(m.state());
     });
   }
@@ -70,13 +65,8 @@ class alignas(64) SharedMeter {
   void check_burst_aware(std::uint64_t now, std::span<const std::uint32_t> lengths, std::span<const Color> in,
                          std::span<Color> colors, OnCommit&& on_commit = {}) noexcept {
     assert(colors.size() >= lengths.size() && in.size() >= lengths.size());
-    exclusive([&](Meter& m) {
-      with_algorithm(m.profile().algorithm(), [&](auto algo) {
-        using Algo = decltype(algo);
-        Algo::advance(m.state(), m.profile(), now);
-        for (std::size_t i = 0; i < lengths.size(); ++i)
-          colors[i] = Algo::decide_aware(m.state(), m.profile(), m.profile().cost(lengths[i]), in[i]);
-      });
+    exclusive([&](AggregateMeter& m) {
+      m.color_at(now, lengths, in, colors);
       on_commit(m.state());
     });
   }
@@ -88,8 +78,8 @@ class alignas(64) SharedMeter {
                    std::span<const Color> in, std::span<Color> colors, OnCommit&& on_commit = {}) noexcept {
     assert(times.size() >= lengths.size() && colors.size() >= lengths.size());
     assert(in.empty() || in.size() >= lengths.size());
-    exclusive([&](Meter& m) {
-      color_burst(m, times, lengths, in, colors);
+    exclusive([&](AggregateMeter& m) {
+      m.color_each(times, lengths, in, colors);
       on_commit(m.state());
     });
   }
@@ -103,40 +93,38 @@ class alignas(64) SharedMeter {
                          std::span<const Color> in, std::span<Color> colors) noexcept {
     assert(times.size() >= lengths.size() && colors.size() >= lengths.size());
     assert(in.empty() || in.size() >= lengths.size());
-    exclusive([&](Meter& m) {
+    exclusive([&](AggregateMeter& m) {
       catch_up(m, generation_);
-      color_burst(m, times, lengths, in, colors);
+      m.color_each(times, lengths, in, colors);
     });
   }
 
-  void change_profile(const Profile& to, std::uint64_t now) noexcept {
-    exclusive([&](Meter& m) { m.change_profile(to, now); });
+  // Before a rule set that changes this meter to `to` is published (control thread): allocates what
+  // `to`'s state needs that the meter lacks, so that the workers' catch-up never allocates.
+  void prepare(const Profile& to) {
+    // Only this thread installs counters, so asking without the lock races with nothing.
+    auto room = meter_.room_for(to);
+    if (room) exclusive([&](AggregateMeter& m) { m.install(std::move(room)); });
+  }
+
+  void change_profile(const Profile& to, std::uint64_t now) {
+    prepare(to);
+    exclusive([&](AggregateMeter& m) {
+      m.change(m.profile(), to, now);
+      m.rebind(to);
+    });
   }
   void reset(std::uint64_t now) noexcept {
-    exclusive([&](Meter& m) { m.reset(now); });
+    exclusive([&](AggregateMeter& m) { m.reset(now); });
   }
   State snapshot() const noexcept {
-    State copy;
     lock_.lock();
-    copy = meter_.state();
+    const State copy = meter_.state();
     lock_.unlock();
     return copy;
   }
 
  private:
-  // Colors a burst with the meter's profile, in order (inside the critical section).
-  static void color_burst(Meter& m, std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
-                          std::span<const Color> in, std::span<Color> colors) noexcept {
-    with_algorithm(m.profile().algorithm(), [&](auto algo) {
-      using Algo = decltype(algo);
-      for (std::size_t i = 0; i < lengths.size(); ++i) {
-        Algo::advance(m.state(), m.profile(), times[i]);
-        const std::uint64_t cost = m.profile().cost(lengths[i]);
-        colors[i] = in.empty() ? Algo::decide_blind(m.state(), m.profile(), cost)
-                                : Algo::decide_aware(m.state(), m.profile(), cost, in[i]);
-      }
-    });
-  }
   template <class Fn>
   void exclusive(Fn&& fn) noexcept {
     lock_.lock();
@@ -145,7 +133,7 @@ class alignas(64) SharedMeter {
   }
 
   mutable SpinLock lock_;
-  Meter meter_;
+  AggregateMeter meter_;
   std::uint64_t generation_ = 0;  // check_burst_after's record of the profile changes applied
 };
 static_assert(sizeof(SharedMeter) == 64, "one shared meter, lock included, per cache line");

@@ -61,7 +61,7 @@ TEST(SlidingWindow, AdmitsAtMostTheLimitInAnyIntervalOfWindowLessOneSubWindow) {
     const Profile p = make_profile(
         {.algorithm = Algorithm::sliding_window, .unit = Unit::packets, .limit = n, .window = window, .buckets = k}, kSecondNs);
     ASSERT_EQ(p.limiter().ticks, sub);
-    policer::WindowMeter m(p, 0);
+    policer::AggregateMeter m(p, 0);
     std::deque<std::uint64_t> green;
     std::uint64_t t = 0;
     for (int i = 0; i < 3000; ++i) {
@@ -82,7 +82,7 @@ TEST(SlidingWindow, TheBoundIsTightAndShrinksTowardATrueSlidingWindowAsKGrows) {
     const std::uint64_t sub = 1000, n = 10, window = sub * k;
     const Profile p = make_profile(
         {.algorithm = Algorithm::sliding_window, .unit = Unit::packets, .limit = n, .window = window, .buckets = k}, kSecondNs);
-    policer::WindowMeter m(p, 0);
+    policer::AggregateMeter m(p, 0);
     std::uint64_t first = 0, second = 0;
     while (m.check_blind(sub - 1, 1) == Color::green) ++first;
     while (m.check_blind(window - 1, 1) == Color::green) ++second;  // still within sub-window K - 1

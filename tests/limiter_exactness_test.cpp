@@ -73,7 +73,7 @@ TEST_P(AgainstModel, RandomTrafficColorsAndStateMatchPacketForPacket) {
 INSTANTIATE_TEST_SUITE_P(All, AgainstModel, ::testing::ValuesIn(all_cases()),
                          [](const auto& info) { return case_name(info.param); });
 
-// The aggregate form of the sliding window, any K from 1 to 64 (WindowMeter), and the per-key form
+// The aggregate form of the sliding window, any K from 1 to 64 (AggregateMeter), and the per-key form
 // through the shared meter's bursts: both against the model.
 TEST(SlidingWindowWide, RandomTrafficMatchesTheModelForEveryK) {
   Rng rng{0x5e1d};
@@ -84,7 +84,7 @@ TEST(SlidingWindowWide, RandomTrafficMatchesTheModelForEveryK) {
     const Params params = random_limiter_params(rng, Algorithm::sliding_window, unit, hz);
     const Profile profile = make_profile(params, hz);
     const std::uint64_t created = rng.below(std::uint64_t{1} << 40);
-    policer::WindowMeter meter(profile, created);
+    policer::AggregateMeter meter(profile, created);
     LimiterModel model(to_model(params, hz), created);
     std::uint64_t t = created;
     for (int i = 0; i < 300; ++i) {
@@ -96,7 +96,7 @@ TEST(SlidingWindowWide, RandomTrafficMatchesTheModelForEveryK) {
       const bool want = model.check(t, length, !aware || in == Color::green);
       ASSERT_EQ(policer::to_string(got), want ? "green" : "red")
           << describe_limiter(params, hz) << " packet " << i << " length " << length << " at t=" << t;
-      ASSERT_EQ(u128(meter.window().sum()), model.window_count(model.now()));
+      ASSERT_EQ(u128(meter.state().level[0]), model.window_count(model.now()));
       ++colors[static_cast<int>(got)];
     }
   }
@@ -171,7 +171,7 @@ TEST(Boundaries, SlidingWindowForgetsASubWindowExactlyAtItsKthSuccessor) {
     const std::uint64_t at = j * w + rng.below(w);
     const std::uint64_t edge = (j + p.buckets) * w;
     policer::Meter state_meter(profile, 0);
-    policer::WindowMeter wide_meter(profile, 0);
+    policer::AggregateMeter wide_meter(profile, 0);
     const auto all = static_cast<std::uint32_t>(p.limit);
     if (!wide) {
       ASSERT_EQ(state_meter.check_blind(at, all), Color::green);
@@ -179,7 +179,7 @@ TEST(Boundaries, SlidingWindowForgetsASubWindowExactlyAtItsKthSuccessor) {
     ASSERT_EQ(wide_meter.check_blind(at, all), Color::green);
     for (std::uint64_t t = edge - std::min<std::uint64_t>(edge - at, 3); t <= edge + 3; ++t) {
       policer::Meter s = state_meter;
-      policer::WindowMeter v = wide_meter;
+      policer::AggregateMeter v = wide_meter;
       if (!wide) {
         ASSERT_EQ(s.check_blind(t, 1) == Color::green, t >= edge) << describe_limiter(p, hz) << " t=" << t;
       }

@@ -205,9 +205,9 @@ TEST(LiveChange, SlidingWindowKeepsItsSubWindowsOrLumpsThem) {
   const Profile two = make_profile({.algorithm = kSliding, .limit = 100, .window = 200'000'000, .buckets = 2}, kHz);
   const Profile fine = make_profile({.algorithm = kSliding, .limit = 100, .window = 160'000'000, .buckets = 4}, kHz);
   for (bool wide : {false, true}) {
-    SCOPED_TRACE(wide ? "WindowMeter" : "Meter");
+    SCOPED_TRACE(wide ? "AggregateMeter" : "Meter");
     policer::Meter m(four, 0);
-    policer::WindowMeter v(four, 0);
+    policer::AggregateMeter v(four, 0);
     auto check = [&](std::uint64_t t, std::uint32_t b) { return wide ? v.check_blind(t, b) : m.check_blind(t, b); };
     auto change = [&](const Profile& to, std::uint64_t t) { wide ? v.change_profile(to, t) : m.change_profile(to, t); };
     ASSERT_EQ(check(0, 30), Color::green);    // sub-window 0

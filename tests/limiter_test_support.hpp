@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "policer/aggregate_meter.hpp"
 #include "policer/meter.hpp"
 #include "tests/limiter_model.hpp"
 #include "tests/meter_test_support.hpp"

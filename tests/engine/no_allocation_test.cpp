@@ -1,8 +1,8 @@
 // After a policy is installed, a worker's packet path asks nothing of the allocator or of the
 // kernel's memory calls (tests/allocation_probe.hpp): not for new keys (their chunks come from a pool
 // the control side keeps), not for keys that expire (their chunks go back through a queue the control
-// side drains), not for a profile change a meter catches up on, a full table's fallback, a parent, a
-// remark or the default action. The control side (update, maintain) runs between bursts, outside the
+// side drains), not for a profile change a meter catches up on (into a sliding window too), a full
+// table's fallback, a parent, a remark or the default action. The control side (update, maintain) runs between bursts, outside the
 // probe, as it runs on its own thread in the daemon. Plain build only (sanitizers interpose malloc).
 #include <gtest/gtest.h>
 
@@ -89,6 +89,13 @@ TEST(EngineNoAllocation, TheWorkersPathAfterInstallAllocatesNothing) {
   policy.profiles[1].params = params_1r2c(2'000'000, 200'000);
   ASSERT_TRUE(engine.update(policy).ok());
   run(kHz, 1000);  // a second later: every key expired and renewed, chunks released and taken again
+  // Into the limiters: the parent and the aggregates become sliding windows of 64 sub-windows (their
+  // counters made by update(), on the control side), the keys sliding windows of 4 (in their entries).
+  using policer::Algorithm;
+  policy.profiles[0].params = {.algorithm = Algorithm::sliding_window, .limit = 3000, .window = 1'000'000, .buckets = 4};
+  policy.profiles[1].params = {.algorithm = Algorithm::sliding_window, .limit = 100'000, .window = 10'000'000, .buckets = 64};
+  ASSERT_TRUE(engine.update(policy).ok());
+  run(2 * kHz, 1000);
   EXPECT_EQ(calls.total(), 0u) << calls.describe() << " in " << bursts << " bursts";
   EXPECT_EQ(engine.live_keys(0), kKeys);
   EXPECT_EQ(engine.keys_starved(0), 0u) << "the control side kept up between bursts";
