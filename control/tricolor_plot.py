@@ -44,8 +44,9 @@ def duration_ns(text):
     return int(value)
 
 
-def read_packets(path, length):
-    """The CSV's packets of a rule, as (rule, out_color, time_ns, bytes), and every packet's time."""
+def packets(path, length):
+    """Each packet of the CSV as (rule, out_color, time_ns, bytes), read as it goes (a CSV can hold
+    millions: the caller passes over it twice rather than keep it); rule is '-' for the default action."""
     try:
         with open(path, newline="") as f:
             rows = csv.reader(f)
@@ -58,22 +59,30 @@ def read_packets(path, length):
             missing = [name for name in NEEDED if name not in header]
             if missing:
                 raise Refused(f"{path!r} is not a tricolor-replay CSV: no {', '.join(missing)} column")
-            at = {name: header.index(name) for name in NEEDED}
-            size_column = at["metered_bytes" if length == "metered" else "frame_bytes"]
-            packets, times = [], []
+            rule, color, time = (header.index(name) for name in ("rule", "out_color", "time_ns"))
+            size = header.index("metered_bytes" if length == "metered" else "frame_bytes")
             for line, row in enumerate(rows, 2):
                 try:
-                    time = int(row[at["time_ns"]])
-                    times.append(time)
-                    if row[at["rule"]] != "-":
-                        packets.append((row[at["rule"]], row[at["out_color"]], time, int(row[size_column])))
+                    ruled = row[rule] != "-"  # the default action's packets have no metered length
+                    yield row[rule], row[color], int(row[time]), int(row[size]) if ruled or length == "frame" else 0
                 except (IndexError, ValueError):
                     raise Refused(f"{path!r} line {line}: malformed ({','.join(row)!r})") from None
     except OSError as e:
         raise Refused(f"cannot read {path!r}: {e.strerror}") from None
-    if not times:
+
+
+def survey(path, length):
+    """The first pass: the earliest and latest times, and the rules in the order they first come."""
+    earliest = latest = None
+    rules = {}
+    for rule, _, time, _ in packets(path, length):
+        earliest = time if earliest is None else min(earliest, time)
+        latest = time if latest is None else max(latest, time)
+        if rule != "-":
+            rules[rule] = None
+    if earliest is None:
         raise Refused(f"{path!r} holds no packets")
-    return packets, times
+    return earliest, latest, list(rules)
 
 
 def default_interval_ns(span_ns):
@@ -87,13 +96,13 @@ def default_interval_ns(span_ns):
     return best
 
 
-def binned(packets, times, rules, interval, unit):
-    """{rule: {series: [rate per interval]}} and the intervals' first index: rates are what arrived in
-    an interval over its length (int / int: correctly rounded)."""
-    first, last = min(times) // interval, max(times) // interval
+def binned(path, length, earliest, latest, rules, interval, unit):
+    """The second pass: {rule: {series: [rate per interval]}} and the intervals' first index. A rate is
+    what arrived in an interval over its length (int / int: correctly rounded)."""
+    first, last = earliest // interval, latest // interval
     count = last - first + 1
     amounts = {r: {s: [0] * count for s in ("offered",) + COLORS} for r in rules}
-    for rule, color, time, size in packets:
+    for rule, color, time, size in packets(path, length):
         if rule not in amounts:
             continue
         amount = 1 if unit == "packets" else size * 8
@@ -185,8 +194,7 @@ def main():
         parser.error("--label: expected RULE=TEXT")
     labels = dict(label.split("=", 1) for label in args.label)
 
-    packets, times = read_packets(args.csv, args.length)
-    present = list(dict.fromkeys(rule for rule, *_ in packets))
+    earliest, latest, present = survey(args.csv, args.length)
     if not present:
         raise Refused(f"{args.csv!r}: no packet matched a rule (only the default action's)")
     rules = list(dict.fromkeys(args.rule)) if args.rule else present
@@ -194,11 +202,11 @@ def main():
     if unknown:
         raise Refused(f"{args.csv!r} has no packets of rule {', '.join(map(repr, unknown))} "
                       f"(its rules: {', '.join(present)})")
-    span = max(times) - min(times)
+    span = latest - earliest
     interval = args.interval or default_interval_ns(span)
     if span // interval + 1 > MAX_INTERVALS:
         parser.error(f"--interval {interval} ns cuts the capture's {span} ns into more than {MAX_INTERVALS} intervals")
-    rates, first = binned(packets, times, rules, interval, args.unit)
+    rates, first = binned(args.csv, args.length, earliest, latest, rules, interval, args.unit)
     if args.table:
         print_table(rates, first, interval, args.unit)
     if args.output:
