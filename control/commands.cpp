@@ -45,11 +45,52 @@ std::optional<Error> check_new_name(std::string_view name, std::string_view kind
   return std::nullopt;
 }
 
-// The parameters of a profile, after its algorithm.
+// The value of one parameter, by its kind: a rate or burst brings its unit, a duration or count none.
+struct ParamValue {
+  std::uint64_t value = 0;
+  std::optional<policer::Unit> unit;
+};
+
+Expected<ParamValue> parse_param_value(std::string_view token, ParamKind kind, std::string_view what) {
+  switch (kind) {
+    case ParamKind::rate:
+    case ParamKind::burst: {
+      const auto quantity = kind == ParamKind::rate ? policer::parse_rate(token) : policer::parse_burst(token);
+      if (!quantity) return quantity.error();
+      return ParamValue{quantity->value, quantity->unit};
+    }
+    case ParamKind::duration: {
+      const auto ns = parse_duration(token);
+      if (!ns) return ns.error();
+      // Too long for 64 bits: validate() would print the saturated number, not the operator's.
+      if (*ns == UINT64_MAX) return at(token, cat(what, " exceeds the maximum of 366 days"));
+      return ParamValue{*ns, std::nullopt};
+    }
+    case ParamKind::count: {
+      const auto count = parse_count(token, what);
+      if (!count) return count.error();
+      return ParamValue{*count, std::nullopt};
+    }
+  }
+  return ParamValue{};
+}
+
+std::string_view expected_value(ParamKind kind) {
+  switch (kind) {
+    case ParamKind::rate: return "a rate such as 100mbit or 10kpps";
+    case ParamKind::burst: return "a burst such as 64k or 64pkt";
+    case ParamKind::duration: return kExpectDuration;
+    case ParamKind::count: return kExpectCount;
+  }
+  return "a value";
+}
+
+// The parameters of a profile, after its algorithm. Each is parsed by its kind; the checks of the
+// values together (ranges, what is missing) are policer::validate()'s, its message put at the token.
 Expected<Params> parse_params(Cursor& c, const AlgorithmSpec& spec) {
   Params params{.algorithm = spec.algorithm};
   std::array<std::optional<std::string_view>, kParams.size()> value_token{};
-  std::optional<std::size_t> unit_source;  // the first parameter given: it sets the unit
+  std::optional<std::size_t> unit_source;  // the first rate or burst given: it sets the unit
   if (c.done()) return missing_after(c.previous(), cat("the parameters of ", spec.name, ": ", spec.takes));
   while (!c.done()) {
     const std::string_view key = c.take();
@@ -58,28 +99,33 @@ Expected<Params> parse_params(Cursor& c, const AlgorithmSpec& spec) {
     const ParamSpec& param = kParams[*index];
     if (!takes(spec, key)) return at(key, cat(spec.name, " takes ", spec.takes));
     if (value_token[*index]) return at(key, cat(key, " given twice"));
-    const auto token = c.expect(param.rate ? "a rate such as 100mbit or 10kpps" : "a burst such as 64k or 64pkt");
+    const auto token = c.expect(expected_value(param.kind));
     if (!token) return token.error();
-    const auto quantity = param.rate ? policer::parse_rate(*token) : policer::parse_burst(*token);
-    if (!quantity) return quantity.error();
-    if (!unit_source) {
-      unit_source = *index;
-      params.unit = quantity->unit;
-    } else if (quantity->unit != params.unit) {
-      const ParamSpec& first = kParams[*unit_source];
-      return at(*token, cat(spec.name, "'s ", key, " and ", first.name, " must both be in packets or both in bytes (",
-                            first.name, " ", quote(*value_token[*unit_source]), " is in ", to_string(params.unit),
-                            ")"));
+    const auto value = parse_param_value(*token, param.kind, cat(spec.name, ": ", key));
+    if (!value) return value.error();
+    if (value->unit) {
+      if (!unit_source) {
+        unit_source = *index;
+        params.unit = *value->unit;
+      } else if (*value->unit != params.unit) {
+        const ParamSpec& first = kParams[*unit_source];
+        return at(*token, cat(spec.name, "'s ", key, " and ", first.name, " must both be in packets or both in bytes (",
+                              first.name, " ", quote(*value_token[*unit_source]), " is in ", to_string(params.unit),
+                              ")"));
+      }
     }
     value_token[*index] = *token;
-    params.*param.field = quantity->value;
+    param.set(params, value->value);
   }
+  for (std::size_t i = 0; i < kParams.size(); ++i)
+    if (!value_token[i] && kParams[i].when_not_given != 0 && takes(spec, kParams[i].name))
+      kParams[i].set(params, kParams[i].when_not_given);
   if (auto valid = policer::validate(params); !valid) {
     const Error& error = valid.error();
     const auto index = param_index(error.subject);
     if (index && value_token[*index]) return at(*value_token[*index], error.message);
-    const std::string_view placeholder = index && kParams[*index].rate ? " RATE" : " BURST";
-    return Error{"", cat("missing '", error.subject, placeholder, "' (", error.message, ")")};
+    const std::string_view shown = index ? placeholder(kParams[*index].kind) : "VALUE";
+    return Error{"", cat("missing '", error.subject, " ", shown, "' (", error.message, ")")};
   }
   return params;
 }
@@ -263,12 +309,12 @@ Expected<std::string> profile_command(Store& store, Cursor& c, Output output) {
     } else if (!exists) {
       return at(*name, "no such profile");
     }
-    const auto algorithm = c.expect("an algorithm: 1r2c, srtcm, trtcm or trtcm4115");
+    const auto algorithm = c.expect(kExpectAlgorithm);
     if (!algorithm) return algorithm.error();
     const auto spec = std::find_if(kAlgorithms.begin(), kAlgorithms.end(),
                                    [&](const AlgorithmSpec& s) { return s.name == *algorithm; });
     if (spec == kAlgorithms.end())
-      return not_a_keyword(*algorithm, "expected an algorithm: 1r2c, srtcm, trtcm or trtcm4115");
+      return not_a_keyword(*algorithm, cat("expected ", kExpectAlgorithm));
     auto params = parse_params(c, *spec);
     if (!params) return params.error();
     if (add)

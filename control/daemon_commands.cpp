@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <ctime>
@@ -16,6 +17,7 @@
 #include "dataplane/key_query.hpp"
 #include "dataplane/keys.hpp"
 #include "policer/quote.hpp"
+#include "policer/state.hpp"
 
 namespace tricolor::control {
 
@@ -75,6 +77,91 @@ const char* second_bucket(policer::Algorithm algorithm) {
     case policer::Algorithm::trtcm_4115: return "E";
     case policer::Algorithm::trtcm: return "P";
     default: return nullptr;  // 1R2C and the limiters: one bucket, or state of their own
+  }
+}
+
+// A span of time, rounded down to the printed digits: "820 ns", "2.500 ms", "1.250 s".
+std::string span_text(std::uint64_t ns) {
+  struct Unit {
+    std::uint64_t ns;
+    const char* name;
+  };
+  for (const Unit u : {Unit{1'000'000'000, "s"}, Unit{1'000'000, "ms"}, Unit{1'000, "us"}}) {
+    if (ns < u.ns) continue;
+    char text[48];
+    std::snprintf(text, sizeof text, "%llu.%03llu %s", static_cast<unsigned long long>(ns / u.ns),
+                  static_cast<unsigned long long>(ns % u.ns * 1000 / u.ns), u.name);
+    return text;
+  }
+  return std::to_string(ns) + " ns";
+}
+
+// Nanoseconds (rounded down) for `ticks` of the meter table's clock.
+std::uint64_t ticks_ns(std::uint64_t ticks, std::uint64_t hz) {
+  return static_cast<std::uint64_t>(static_cast<unsigned __int128>(ticks) * 1'000'000'000 / hz);
+}
+
+// Nanoseconds (rounded down) that `owed` 1/hz tokens take to pay off at `rate` tokens/s: the GCRA's
+// lead, the smooth and warm-up meters' next free time. Below 2^63 * 10^9 / 1: no overflow in 128 bits.
+std::uint64_t owed_ns(std::uint64_t owed, std::uint64_t rate, std::uint64_t hz) {
+  if (rate == 0) return 0;
+  const unsigned __int128 ns = static_cast<unsigned __int128>(owed) * 1'000'000'000 /
+                               (static_cast<unsigned __int128>(rate) * hz);
+  return ns > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(ns);
+}
+
+// A limiter's per-key state in the words of its algorithm (policer/limiters.hpp, "State"), at the
+// key's latest packet: the text after "state at its latest packet (tick N): " and its JSON. The
+// windows count whole tokens; the others keep 1/hz tokens, as the buckets do.
+struct StateWords {
+  std::string text;
+  nlohmann::json json;
+};
+StateWords limiter_state(const policer::Params& p, const policer::State& s, std::uint64_t hz,
+                         const std::string& unit) {
+  using policer::Algorithm;
+  switch (p.algorithm) {
+    case Algorithm::fixed_window: {
+      if (s.level[1] == 0) return {"no window open (the next packet opens one)", {{"left", 0}, {"closes_in_ns", 0}}};
+      const std::uint64_t closes = ticks_ns(s.level[1], hz);
+      return {std::to_string(s.level[0]) + " " + unit + " left in the open window, which closes " + span_text(closes) +
+                  " after that packet",
+              {{"left", s.level[0]}, {"closes_in_ns", closes}}};
+    }
+    case Algorithm::sliding_window: {
+      // Four 32-bit counters, the newest (the sub-window of the latest packet) in the low half of level[0].
+      const std::uint64_t counts[policer::kMaxStateWindowBuckets] = {s.level[0] & 0xffffffff, s.level[0] >> 32,
+                                                                     s.level[1] & 0xffffffff, s.level[1] >> 32};
+      const std::uint32_t k = std::min(p.buckets, policer::kMaxStateWindowBuckets);
+      std::uint64_t sum = 0;
+      std::string list;
+      nlohmann::json sub = nlohmann::json::array();
+      for (std::uint32_t i = 0; i < k; ++i) {
+        sum += counts[i];
+        list += (i ? ", " : "") + std::to_string(counts[i]);
+        sub.push_back(counts[i]);
+      }
+      return {std::to_string(sum) + " " + unit + " counted in the window (its " + std::to_string(k) +
+                  " sub-windows, newest first: " + list + ")",
+              {{"counted", sum}, {"sub_windows", sub}}};
+    }
+    case Algorithm::gcra: {
+      const std::uint64_t ahead = owed_ns(s.level[0], p.rate, hz);
+      return {"the theoretical arrival time is " + span_text(ahead) + " ahead of that packet (" +
+                  tokens_text(s.level[0], hz) + " " + unit + " not yet paid off)",
+              {{"tat_ahead_ns", ahead}, {"tat_ahead", tokens_text(s.level[0], hz)}}};
+    }
+    case Algorithm::smooth:
+    case Algorithm::warmup: {
+      const std::uint64_t ahead = owed_ns(s.level[1], p.rate, hz);
+      const std::string next = s.level[1] == 0 ? "the next free time has come (nothing owed)"
+                                               : "the next free time is " + span_text(ahead) + " ahead of that packet (" +
+                                                     tokens_text(s.level[1], hz) + " " + unit + " owed)";
+      return {tokens_text(s.level[0], hz) + " " + unit + " stored; " + next,
+              {{"stored", tokens_text(s.level[0], hz)}, {"owed", tokens_text(s.level[1], hz)},
+               {"next_free_ahead_ns", ahead}}};
+    }
+    default: return {"", nlohmann::json::object()};
   }
 }
 
@@ -243,14 +330,23 @@ protocol::Reply DaemonCommands::keys(const std::string& line, bool json) {
     const std::string unit = profile && profile->params.unit == policer::Unit::packets ? "packets" : "bytes";
     nlohmann::json j = {{"rule", def.name}, {"key", name}, {"worker", found->worker},
                         {"last_tick", found->state.last}, {"unit", unit}};
-    j["levels"] = {{"C", tokens_text(found->state.level[0], hz)}};
-    if (second) j["levels"][second] = tokens_text(found->state.level[1], hz);
+    std::string text_out = "rule " + def.name + " key " + name + ": metered by worker " + std::to_string(found->worker);
+    if (profile && policer::is_limiter(profile->params.algorithm)) {
+      // A limiter keeps no buckets: its state in its own words.
+      StateWords words = limiter_state(profile->params, found->state, hz, unit);
+      j["algorithm"] = std::string(policer::to_string(profile->params.algorithm));
+      j["levels"] = std::move(words.json);  // the same key as the buckets' levels, in the algorithm's words
+      text_out += "\n  " + std::string(policer::to_string(profile->params.algorithm)) + " at its latest packet (tick " +
+                  std::to_string(found->state.last) + "): " + words.text;
+    } else {
+      j["levels"] = {{"C", tokens_text(found->state.level[0], hz)}};
+      if (second) j["levels"][second] = tokens_text(found->state.level[1], hz);
+      text_out += "\n  levels at its latest packet (tick " + std::to_string(found->state.last) + "): C " +
+                  tokens_text(found->state.level[0], hz) + " " + unit;
+      if (second) text_out += ", " + std::string(second) + " " + tokens_text(found->state.level[1], hz) + " " + unit;
+    }
     j.update(colors_json(found->counters));
     if (json) return ok("", dump(j));
-    std::string text_out = "rule " + def.name + " key " + name + ": metered by worker " + std::to_string(found->worker) +
-                           "\n  levels at its latest packet (tick " + std::to_string(found->state.last) + "): C " +
-                           tokens_text(found->state.level[0], hz) + " " + unit;
-    if (second) text_out += ", " + std::string(second) + " " + tokens_text(found->state.level[1], hz) + " " + unit;
     text_out += "\n  since the key was created:";
     constexpr const char* kColors[3] = {"green", "yellow", "red"};
     for (std::size_t k = 0; k < 3; ++k)

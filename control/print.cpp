@@ -117,10 +117,18 @@ std::string format_profile(const ProfileDef& profile) {
   for (const std::string_view name : spec.params) {
     if (name.empty()) continue;
     const ParamSpec& param = kParams[*param_index(name)];
-    const std::uint64_t value = p.*param.field;
-    if (value == 0) continue;  // a missing parameter is 0; a valid profile always has a rate > 0
+    const std::uint64_t value = param.get(p);
+    // An RFC meter's missing parameter is 0 and left out. A limiter's are all printed, 0 too (a
+    // tolerance or max-burst of 0 is a choice), and so is a defaulted cold-factor: the operator sees
+    // what is in effect.
+    if (value == 0 && !policer::is_limiter(p.algorithm)) continue;
     text.append(" ").append(name).append(" ");
-    text += param.rate ? format_rate(value, p.unit) : format_burst(value, p.unit);
+    switch (param.kind) {
+      case ParamKind::rate: text += format_rate(value, p.unit); break;
+      case ParamKind::burst: text += format_burst(value, p.unit); break;
+      case ParamKind::duration: text += format_duration(value); break;
+      case ParamKind::count: text += std::to_string(value); break;
+    }
   }
   return text;
 }

@@ -301,17 +301,32 @@ Expected<PerKey> parse_per_key(std::string_view token) {
   return per_key;
 }
 
-// A key's idle timeout, in nanoseconds: 1ms..24h.
-Expected<std::uint64_t> parse_timeout(std::string_view token) {
+// A duration in nanoseconds, any size the caller then checks (UINT64_MAX: at least that); a unit is required.
+Expected<std::uint64_t> parse_duration(std::string_view token) {
   const auto duration = parse_scaled(token, kDurationScales);
   if (!duration) {
     if (parse_number(token, UINT64_MAX / 10)) return at(token, "a duration needs a unit: ns, us, ms, s, m or h");
     return not_a_keyword(token, cat("expected ", kExpectDuration));
   }
   if (duration->not_whole) return at(token, "is not a whole number of nanoseconds");
-  if (duration->value < kMinTimeoutNs) return at(token, "the timeout must be at least 1ms");
-  if (duration->value > kMaxTimeoutNs) return at(token, "the timeout must be at most 24h");
   return duration->value;
+}
+
+// A key's idle timeout, in nanoseconds: 1ms..24h.
+Expected<std::uint64_t> parse_timeout(std::string_view token) {
+  const auto duration = parse_duration(token);
+  if (!duration) return duration;
+  if (*duration < kMinTimeoutNs) return at(token, "the timeout must be at least 1ms");
+  if (*duration > kMaxTimeoutNs) return at(token, "the timeout must be at most 24h");
+  return *duration;
+}
+
+// A count (digits only) that fits 32 bits; `what` names it in the message of a larger one.
+Expected<std::uint32_t> parse_count(std::string_view token, std::string_view what) {
+  if (const auto count = parse_number(token, UINT32_MAX)) return static_cast<std::uint32_t>(*count);
+  if (!token.empty() && std::all_of(token.begin(), token.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return at(token, cat(what, " ", token, " is far out of range"));
+  return not_a_keyword(token, cat("expected ", kExpectCount));
 }
 
 // Live keys per rule: 1..2^28, with k = 1024 and m = 1048576.

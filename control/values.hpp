@@ -23,7 +23,9 @@ Expected<std::vector<std::uint8_t>> parse_dscp_list(std::string_view token);    
 Expected<std::uint8_t> parse_protocol(std::string_view token);                      // tcp or 0-255
 Expected<dataplane::MeteredLength> parse_length(std::string_view token);            // l2+4
 Expected<dataplane::PerKey> parse_per_key(std::string_view token);                  // src/24,64
-Expected<std::uint64_t> parse_timeout(std::string_view token);                      // 30s, in ns
+Expected<std::uint64_t> parse_duration(std::string_view token);                     // 10ms, in ns
+Expected<std::uint64_t> parse_timeout(std::string_view token);                      // 30s, in ns: 1ms..24h
+Expected<std::uint32_t> parse_count(std::string_view token, std::string_view what);  // 8 (no unit)
 Expected<std::uint32_t> parse_capacity(std::string_view token);                     // 64k
 
 // The values of one color of a color map: N, N-M or (DSCP) names, each end at most 63 (DSCP) or 7

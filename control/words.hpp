@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "dataplane/policy.hpp"
 #include "policer/expected.hpp"
@@ -89,7 +90,7 @@ bool for_each_item(std::string_view text, char separator, Visit visit) {
 // ---- vocabulary ----------------------------------------------------------------------------------
 
 // clang-format off
-inline constexpr std::array<std::string_view, 61> kKeywords{
+inline constexpr std::array<std::string_view, 74> kKeywords{
     "profile", "rule",   "add",   "change", "delete", "list",    "show",      "default",
     "first",   "last",   "before", "after", "port",   "vlan",    "src",       "dst",
     "proto",   "sport",  "dport", "dscp",   "input",  "length",  "blind",     "green",
@@ -98,6 +99,9 @@ inline constexpr std::array<std::string_view, 61> kKeywords{
     "tcp",     "udp",    "sctp",  "icmp",   "icmpv6", "l1",      "l2",        "l3",
     "color-map", "per",  "src+dport", "5-tuple", "timeout", "capacity", "fallback", "aggregate",
     "parent",  "map",    "pcp-map", "dscp-map", "unmapped",
+    // the limiters (issue 13) and their parameters
+    "fixed-window", "sliding-window", "gcra", "smooth", "warmup", "rate", "limit", "window",
+    "buckets", "tolerance", "max-burst", "period", "cold-factor",
 };
 // clang-format on
 
@@ -126,18 +130,58 @@ inline constexpr std::array<NamedValue, 5> kProtocols{{
 
 inline bool carries_ports(std::uint8_t protocol) { return protocol == 6 || protocol == 17 || protocol == 132; }
 
+// What a parameter's value is, which says how it is parsed and printed and whether it sets the unit.
+enum class ParamKind : std::uint8_t {
+  rate,      // a rate such as 10mbit or 5kpps (policer::parse_rate): sets the unit
+  burst,     // a burst such as 64k or 100pkt (policer::parse_burst): sets the unit
+  duration,  // a duration such as 10ms (kDurationScales), in nanoseconds
+  count,     // a plain whole number, no unit
+};
+
+// Params keeps most values in 64 bits and the two counts in 32 (its size is part of Profile's cache
+// layout): a parameter is read and written through these, so every kind is handled alike. The
+// language passes on a count only once it fits 32 bits.
+template <auto Field>
+std::uint64_t get_param(const policer::Params& p) {
+  return p.*Field;
+}
+template <auto Field>
+void set_param(policer::Params& p, std::uint64_t value) {
+  using T = std::remove_reference_t<decltype(p.*Field)>;
+  p.*Field = static_cast<T>(value);
+}
+
 struct ParamSpec {
   std::string_view name;
-  bool rate;  // a rate (parse_rate) or a burst (parse_burst)
-  std::uint64_t policer::Params::*field;
+  ParamKind kind;
+  std::uint64_t (*get)(const policer::Params&);
+  void (*set)(policer::Params&, std::uint64_t);
+  std::uint64_t when_not_given = 0;  // the value a missing parameter has (0: none, validate() says if needed)
 };
-inline constexpr std::array<ParamSpec, 6> kParams{{
-    {"cir", true, &policer::Params::cir},
-    {"cbs", false, &policer::Params::cbs},
-    {"eir", true, &policer::Params::eir},
-    {"ebs", false, &policer::Params::ebs},
-    {"pir", true, &policer::Params::pir},
-    {"pbs", false, &policer::Params::pbs},
+template <auto Field>
+constexpr ParamSpec param(std::string_view name, ParamKind kind, std::uint64_t when_not_given = 0) {
+  return ParamSpec{name, kind, &get_param<Field>, &set_param<Field>, when_not_given};
+}
+
+// Warm-up's cold factor when the command does not give one: Guava's and Sentinel's default.
+inline constexpr std::uint64_t kDefaultColdFactor = 3;
+
+using policer::Params;
+inline constexpr std::array<ParamSpec, 14> kParams{{
+    param<&Params::cir>("cir", ParamKind::rate),
+    param<&Params::cbs>("cbs", ParamKind::burst),
+    param<&Params::eir>("eir", ParamKind::rate),
+    param<&Params::ebs>("ebs", ParamKind::burst),
+    param<&Params::pir>("pir", ParamKind::rate),
+    param<&Params::pbs>("pbs", ParamKind::burst),
+    param<&Params::rate>("rate", ParamKind::rate),
+    param<&Params::limit>("limit", ParamKind::burst),
+    param<&Params::window>("window", ParamKind::duration),
+    param<&Params::buckets>("buckets", ParamKind::count),
+    param<&Params::tolerance>("tolerance", ParamKind::duration),
+    param<&Params::max_burst>("max-burst", ParamKind::burst),
+    param<&Params::period>("period", ParamKind::duration),
+    param<&Params::cold_factor>("cold-factor", ParamKind::count, kDefaultColdFactor),
 }};
 
 inline std::optional<std::size_t> param_index(std::string_view name) {
@@ -146,18 +190,36 @@ inline std::optional<std::size_t> param_index(std::string_view name) {
   return std::nullopt;
 }
 
+// How a missing parameter is shown in "missing 'window DURATION'", and what its value should be.
+inline std::string_view placeholder(ParamKind kind) {
+  switch (kind) {
+    case ParamKind::rate: return "RATE";
+    case ParamKind::burst: return "BURST";
+    case ParamKind::duration: return "DURATION";
+    case ParamKind::count: return "COUNT";
+  }
+  return "VALUE";
+}
+
 struct AlgorithmSpec {
   std::string_view name;
   policer::Algorithm algorithm;
   std::string_view takes;                  // for messages
   std::array<std::string_view, 4> params;  // the parameters it takes, in printed order; "" unused
 };
-inline constexpr std::array<AlgorithmSpec, 4> kAlgorithms{{
+inline constexpr std::array<AlgorithmSpec, 9> kAlgorithms{{
     {"1r2c", policer::Algorithm::one_rate_two_color, "cir, cbs", {"cir", "cbs", "", ""}},
     {"srtcm", policer::Algorithm::srtcm, "cir, cbs, ebs", {"cir", "cbs", "ebs", ""}},
     {"trtcm", policer::Algorithm::trtcm, "cir, cbs, pir, pbs", {"cir", "cbs", "pir", "pbs"}},
     {"trtcm4115", policer::Algorithm::trtcm_4115, "cir, cbs, eir, ebs", {"cir", "cbs", "eir", "ebs"}},
+    {"fixed-window", policer::Algorithm::fixed_window, "limit, window", {"limit", "window", "", ""}},
+    {"sliding-window", policer::Algorithm::sliding_window, "limit, window, buckets", {"limit", "window", "buckets", ""}},
+    {"gcra", policer::Algorithm::gcra, "rate, tolerance", {"rate", "tolerance", "", ""}},
+    {"smooth", policer::Algorithm::smooth, "rate, max-burst", {"rate", "max-burst", "", ""}},
+    {"warmup", policer::Algorithm::warmup, "rate, period, cold-factor", {"rate", "period", "cold-factor", ""}},
 }};
+inline constexpr std::string_view kExpectAlgorithm =
+    "an algorithm: 1r2c, srtcm, trtcm, trtcm4115, fixed-window, sliding-window, gcra, smooth or warmup";
 
 inline const AlgorithmSpec& algorithm_spec(policer::Algorithm algorithm) {
   for (const auto& spec : kAlgorithms)
@@ -250,6 +312,7 @@ inline constexpr std::string_view kExpectPerKey =
     "a key: src, dst, src+dport or 5-tuple, optionally with address masks such as src/24 or src/24,64";
 inline constexpr std::string_view kExpectDuration =
     "a duration such as 30s, 500ms or 2m (units ns, us, ms, s, m, h)";
+inline constexpr std::string_view kExpectCount = "a whole number such as 8 (no unit)";
 inline constexpr std::string_view kExpectCapacity =
     "a number of keys such as 4096, 64k or 1m (k = 1024, m = 1048576)";
 inline constexpr std::string_view kExpectFallback = "a fallback: aggregate, default or drop";

@@ -11,7 +11,7 @@ namespace {
 struct Suffix {
   std::string_view name;
   std::uint64_t multiplier;
-  Unit unit;  // (durations: unused)
+  Unit unit;
   bool bits;  // the quantity is in bits and must be divided by 8
 };
 
@@ -38,17 +38,6 @@ constexpr std::array kBurstSuffixes{
     Suffix{"gb", 1u << 30, Unit::bytes, false},
     Suffix{"pkt", 1, Unit::packets, false},
     Suffix{"pkts", 1, Unit::packets, false},
-};
-
-// Durations, in nanoseconds. "m" is not a suffix: minutes or milli, a reader cannot tell.
-constexpr std::array kDurationSuffixes{
-    Suffix{"ns", 1, Unit::bytes, false},
-    Suffix{"us", 1'000, Unit::bytes, false},
-    Suffix{"ms", 1'000'000, Unit::bytes, false},
-    Suffix{"s", 1'000'000'000, Unit::bytes, false},
-    Suffix{"min", 60'000'000'000, Unit::bytes, false},
-    Suffix{"h", 3'600'000'000'000, Unit::bytes, false},
-    Suffix{"d", 86'400'000'000'000, Unit::bytes, false},
 };
 
 char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
@@ -95,9 +84,7 @@ Expected<Quantity> parse_quantity(std::string_view text, const std::array<Suffix
     for (unsigned d = 0; d < decimals; ++d) divisor *= 10;
     const unsigned __int128 scaled = mantissa * s.multiplier;
     if (scaled % divisor != 0)
-      return error(text, "is not a whole number of " + std::string(kind == "duration" ? "nanoseconds"
-                                                                     : s.bits ? "bit/s"
-                                                                     : s.unit == Unit::bytes ? "bytes" : "packets"));
+      return error(text, "is not a whole number of " + std::string(s.bits ? "bit/s" : s.unit == Unit::bytes ? "bytes" : "packets"));
     const unsigned __int128 whole = scaled / divisor;
     if (whole > UINT64_MAX) return error(text, std::string(kind) + " is too large");
     std::uint64_t value = static_cast<std::uint64_t>(whole);
@@ -122,12 +109,6 @@ Expected<Quantity> parse_rate(std::string_view text) {
 
 Expected<Quantity> parse_burst(std::string_view text) {
   return parse_quantity(text, kBurstSuffixes, "burst", "b, k, m, g (1024-based bytes) or pkt");
-}
-
-Expected<std::uint64_t> parse_duration(std::string_view text) {
-  auto q = parse_quantity(text, kDurationSuffixes, "duration", "ns, us, ms, s, min, h, d");
-  if (!q) return q.error();
-  return q->value;
 }
 
 }  // namespace tricolor::policer

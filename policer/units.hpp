@@ -2,7 +2,6 @@
 // Operator units for rates and bursts, parsed exactly (no floating point).
 //   rates:  bit kbit mbit gbit tbit (SI, k = 1000; must come to whole bytes/s), pps kpps mpps gpps
 //   bursts: b (or no suffix) k m g (k = 1024, as tc), optionally followed by "b"; pkt for packets
-//   durations (the limiters' window, tolerance, period): ns us ms s min h d, to nanoseconds
 // Decimals are accepted when they come to a whole number: "1.5k" = 1536 bytes, "2.5kpps" = 2500.
 // An error quotes the text with quote() (policer/quote.hpp); its subject is the text as given.
 #include <cstdint>
@@ -21,6 +20,5 @@ struct Quantity {
 
 Expected<Quantity> parse_rate(std::string_view text);
 Expected<Quantity> parse_burst(std::string_view text);
-Expected<std::uint64_t> parse_duration(std::string_view text);  // nanoseconds
 
 }  // namespace tricolor::policer

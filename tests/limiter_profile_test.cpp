@@ -4,7 +4,6 @@
 
 #include <string>
 
-#include "policer/units.hpp"
 #include "tests/limiter_test_support.hpp"
 
 namespace tricolor::test {
@@ -119,26 +118,6 @@ TEST(Validation, TheRfcParametersAreNotTheLimitersAndTheOtherWayRound) {
                  "not a parameter of trtcm");
   expect_refused({.algorithm = Algorithm::one_rate_two_color, .cir = 5, .cbs = 1, .window = 5}, "window",
                  "not a parameter of 1r2c");
-}
-
-// ---- durations, for the language's window, tolerance and period ----
-
-TEST(Units, Durations) {
-  using policer::parse_duration;
-  EXPECT_EQ(*parse_duration("10ms"), 10'000'000u);
-  EXPECT_EQ(*parse_duration("1.5s"), 1'500'000'000u);
-  EXPECT_EQ(*parse_duration("250us"), 250'000u);
-  EXPECT_EQ(*parse_duration("7ns"), 7u);
-  EXPECT_EQ(*parse_duration("2min"), 120'000'000'000u);
-  EXPECT_EQ(*parse_duration("1h"), 3'600'000'000'000u);
-  EXPECT_EQ(*parse_duration("366d"), kMaxDurationNs);
-  EXPECT_EQ(*parse_duration("1MS"), 1'000'000u);  // suffixes ignore case, as rates' and bursts'
-  EXPECT_NE(parse_duration("0.5ns").error().message.find("not a whole number of nanoseconds"), std::string::npos);
-  EXPECT_NE(parse_duration("10").error().message.find("needs a unit"), std::string::npos);
-  EXPECT_NE(parse_duration("10m").error().message.find("unknown unit 'm'"), std::string::npos);
-  EXPECT_NE(parse_duration("ms").error().message.find("expected a duration"), std::string::npos);
-  EXPECT_EQ(parse_duration("10m").error().subject, "10m");
-  EXPECT_FALSE(parse_duration("99999999999999999999d").ok());
 }
 
 // ---- constants, translated once ----

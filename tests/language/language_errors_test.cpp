@@ -103,13 +103,14 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     Profiles, LanguageError,
     ::testing::Values(
-        ErrorCase{"profile add p", "", "after 'p': expected an algorithm: 1r2c, srtcm, trtcm or trtcm4115"},
+        ErrorCase{"profile add p", "", "after 'p': expected an algorithm: 1r2c, srtcm, trtcm, trtcm4115, fixed-window, sliding-window, gcra, smooth or warmup"},
         ErrorCase{"profile add p tbf cir 1mbit", "tbf",
-                  "'tbf': expected an algorithm: 1r2c, srtcm, trtcm or trtcm4115"},
+                  "'tbf': expected an algorithm: 1r2c, srtcm, trtcm, trtcm4115, fixed-window, sliding-window, gcra, smooth or warmup"},
         ErrorCase{"profile add p SRTCM cir 1mbit", "SRTCM",
-                  "'SRTCM': expected an algorithm: 1r2c, srtcm, trtcm or trtcm4115 (keywords are lower-case)"},
+                  "'SRTCM': expected an algorithm: 1r2c, srtcm, trtcm, trtcm4115, fixed-window, sliding-window, gcra, smooth or warmup (keywords are lower-case)"},
         ErrorCase{"profile add p srtcm", "", "after 'srtcm': expected the parameters of srtcm: cir, cbs, ebs"},
-        ErrorCase{"profile add p srtcm rate 1mbit", "rate", "'rate': expected a parameter of srtcm: cir, cbs, ebs"},
+        ErrorCase{"profile add p srtcm burst 1k", "burst", "'burst': expected a parameter of srtcm: cir, cbs, ebs"},
+        ErrorCase{"profile add p srtcm rate 1mbit", "rate", "'rate': srtcm takes cir, cbs, ebs"},
         ErrorCase{"profile add p srtcm cir", "", "after 'cir': expected a rate such as 100mbit or 10kpps"},
         ErrorCase{"profile add p srtcm cir 1mbit cbs", "", "after 'cbs': expected a burst such as 64k or 64pkt"},
         ErrorCase{"profile add p srtcm cir 1mbit cir 2mbit", "cir", "'cir': cir given twice"},

@@ -134,21 +134,59 @@ class CommandGenerator {
   }
 
   std::string profile_body() {
+    // The RFC meters (rates end in 'r') and the limiters (issue 13), each with its parameters.
     static const std::vector<std::vector<std::string>> kParams{
-        {"cir", "cbs"}, {"cir", "cbs", "ebs"}, {"cir", "cbs", "pir", "pbs"}, {"cir", "cbs", "eir", "ebs"}};
-    static const std::vector<std::string> kAlgorithms{"1r2c", "srtcm", "trtcm", "trtcm4115"};
-    const std::size_t algorithm = below(4);
+        {"cir", "cbs"},     {"cir", "cbs", "ebs"},       {"cir", "cbs", "pir", "pbs"}, {"cir", "cbs", "eir", "ebs"},
+        {"limit", "window"}, {"limit", "window", "buckets"}, {"rate", "tolerance"},    {"rate", "max-burst"},
+        {"rate", "period", "cold-factor"}};
+    static const std::vector<std::string> kAlgorithms{"1r2c",         "srtcm",          "trtcm",
+                                                      "trtcm4115",    "fixed-window",   "sliding-window",
+                                                      "gcra",         "smooth",         "warmup"};
+    const std::size_t algorithm = below(kAlgorithms.size());
     const bool packets = chance(40);
     std::string text = kAlgorithms[algorithm];
     std::vector<std::string> params = kParams[algorithm];
     std::shuffle(params.begin(), params.end(), rng_);
     for (const auto& param : params) {
-      if (chance(5)) continue;  // missing: 0
+      if (chance(5)) continue;  // missing: 0 (or warmup's default cold-factor)
       const bool unit = chance(97) ? packets : !packets;
-      text += cat(" ", param, " ", param.back() == 'r' ? rate(unit) : burst(unit));
+      text += cat(" ", param, " ", value_of(param, unit));
     }
     if (chance(3)) text += " pbs 1k";  // often not a parameter of the algorithm
+    if (chance(2)) text += " window 1s";
     return text;
+  }
+
+  std::string value_of(const std::string& param, bool packets) {
+    if (param == "window" || param == "tolerance" || param == "period") return limiter_duration();
+    if (param == "buckets") return number(70);      // 1 to 64 valid
+    if (param == "cold-factor") return number(110);  // 2 to 100 valid
+    if (param == "rate" || param.back() == 'r') return limiter_rate(param, packets);
+    return burst(packets);
+  }
+
+  // The limiters' rates are lower, so that a tolerance or period times the rate often fits a burst.
+  std::string limiter_rate(const std::string& param, bool packets) {
+    if (param != "rate" || chance(30)) return rate(packets);
+    return packets ? number(10'000) + "pps" : number(100'000) + "kbit";
+  }
+
+  std::string limiter_duration() {
+    if (chance(30)) return duration();  // the timeouts': up to a day, fractions
+    switch (below(6)) {
+      case 0:
+        return number(1000) + "ms";
+      case 1:
+        return number(100) + "s";
+      case 2:
+        return number(10) + pick(std::vector<std::string>{"m", "h", ".5s", ".25ms"});
+      case 3:
+        return number(1'000'000) + pick(std::vector<std::string>{"us", "ns"});
+      case 4:
+        return number(10'000) + "h";  // often above 366 days
+      default:
+        return number(100) + pick(std::vector<std::string>{"", "min", "d", "ms"});  // often no or a wrong unit
+    }
   }
 
   std::string position() {
@@ -360,7 +398,8 @@ TEST(LanguageRandom, ReachablePoliciesPrintBackAndFailuresChangeNothing) {
   const char* policies_env = std::getenv("LANGUAGE_RANDOM_POLICIES");
   const int kPolicies = policies_env ? std::atoi(policies_env) : 3000;
   constexpr int kCommandsPerPolicy = 40;
-  std::size_t succeeded = 0, failed = 0, rules = 0, profiles = 0, maps = 0, per_key = 0, parents = 0, mapped = 0;
+  std::size_t succeeded = 0, failed = 0, rules = 0, profiles = 0, limiters = 0, maps = 0, per_key = 0, parents = 0,
+              mapped = 0;
   for (int seed = 0; seed < kPolicies; ++seed) {
     CommandGenerator generate(static_cast<std::uint64_t>(seed));
     Policy policy;
@@ -399,6 +438,7 @@ TEST(LanguageRandom, ReachablePoliciesPrintBackAndFailuresChangeNothing) {
     ASSERT_EQ(*as_text, policy) << succeeded_text;
     rules += policy.rules.size();
     profiles += policy.profiles.size();
+    for (const auto& profile : policy.profiles) limiters += policer::is_limiter(profile.params.algorithm);
     maps += policy.color_maps.size();
     for (const auto& rule : policy.rules) {
       per_key += rule.per_key.kind != dataplane::KeyKind::none;
@@ -415,13 +455,14 @@ TEST(LanguageRandom, ReachablePoliciesPrintBackAndFailuresChangeNothing) {
   EXPECT_GT(succeeded, failed / 2) << succeeded << " succeeded, " << failed << " failed";
   EXPECT_GT(rules, static_cast<std::size_t>(kPolicies) * 5);
   EXPECT_GT(profiles, static_cast<std::size_t>(kPolicies) * 2);
+  EXPECT_GT(limiters, static_cast<std::size_t>(kPolicies));
   EXPECT_GT(maps, static_cast<std::size_t>(kPolicies));
   EXPECT_GT(per_key, static_cast<std::size_t>(kPolicies));
   EXPECT_GT(parents, static_cast<std::size_t>(kPolicies));
   EXPECT_GT(mapped, static_cast<std::size_t>(kPolicies) / 2);
   std::cout << "random: " << succeeded << " commands succeeded, " << failed << " failed; " << rules << " rules ("
             << per_key << " per-key, " << parents << " with a parent, " << mapped << " with input maps), " << profiles
-            << " profiles and " << maps << " color maps in " << kPolicies << " final policies\n";
+            << " profiles (" << limiters << " limiters) and " << maps << " color maps in " << kPolicies << " final policies\n";
 }
 
 }  // namespace
