@@ -28,19 +28,19 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 RATE_BITS = 8_000_000  # R
 FRAME_BYTES = 1000
 ON_S, OFF_S, PERIODS, SECONDS = 1, 1, 2, 4  # on 1 s, off 1 s, twice; drawn over 4 s
-# The profile of each algorithm, rate R (8 Mbit/s = 1 MB/s) and bursts of 128 KiB; windows of 100 ms hold
-# 100 ms at R. The rule is named after the algorithm (onoff-ALGO: a name starts with a letter); its panel
+# The profile of each algorithm, rate R (8 Mbit/s = 1 MB/s) and bursts of 128 KiB; windows of 250 ms hold
+# 250 ms at R; the warm-up period is 500 ms, so that the ramp ends within a second on and the meter is cold again after a second off. The rule is named after the algorithm (onoff-ALGO: a name starts with a letter); its panel
 # shows the profile.
 PROFILES = {
     "1r2c": "1r2c cir 8mbit cbs 128k",
     "srtcm": "srtcm cir 8mbit cbs 128k ebs 128k",
     "trtcm": "trtcm cir 8mbit cbs 128k pir 12mbit pbs 128k",
     "trtcm4115": "trtcm4115 cir 8mbit cbs 128k eir 4mbit ebs 128k",
-    "fixed-window": "fixed-window limit 100000 window 100ms",
-    "sliding-window": "sliding-window limit 100000 window 100ms buckets 4",
+    "fixed-window": "fixed-window limit 250000 window 250ms",
+    "sliding-window": "sliding-window limit 250000 window 250ms buckets 4",
     "gcra": "gcra rate 8mbit tolerance 128ms",
     "smooth": "smooth rate 8mbit max-burst 128k",
-    "warmup": "warmup rate 8mbit period 1s cold-factor 3",
+    "warmup": "warmup rate 8mbit period 500ms cold-factor 3",
 }
 
 
