@@ -4,7 +4,7 @@
 // it reads the options and the policy, checks the files, runs the capture through, and reports.
 //
 // Outputs: the forwarded packets as a pcap (remarked where the policy says so), a per-packet CSV
-// (index,rule,key,in_color,out_color,action), a JSON summary per rule (per-key rules: their keys, the
+// (kReplayCsvHeader: index,rule,key,in_color,out_color,action,time_ns,frame_bytes,metered_bytes), a JSON summary per rule (per-key rules: their keys, the
 // top N by red bytes or all), and a table on stdout.
 //
 // Exit status: 0 done; 1 the command line is wrong; 2 a policy, capture or output cannot be used (the
@@ -257,7 +257,7 @@ int main(int argc, char** argv) {
   auto* policy = app.add_option("-p,--policy", o.policy_path, "policy file in the command language");
   auto* in = app.add_option("-i,--in", o.capture_path, "input capture (pcap or pcapng; the pcapng interface is the ingress port)");
   auto* out = app.add_option("-o,--out", o.out_path, "write the forwarded packets (remarked) as a nanosecond pcap");
-  auto* csv = app.add_option("--csv", o.csv_path, "write one line per packet: index,rule,key,in_color,out_color,action");
+  auto* csv = app.add_option("--csv", o.csv_path, std::string("write one line per packet: ") + kReplayCsvHeader + " (time_ns: since the first packet)");
   auto* json = app.add_option("--json", o.json_path, "write the summary per rule as JSON");
   app.add_option("--top-keys", o.top_keys, "per-key rules: list this many keys in the JSON, by red bytes (default 10)");
   app.add_flag("--all-keys", o.all_keys, "per-key rules: list every live key in the JSON");

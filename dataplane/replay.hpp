@@ -14,7 +14,9 @@
 namespace tricolor::dataplane {
 
 inline constexpr std::uint64_t kReplayTicksPerSecond = 1'000'000'000;  // capture timestamps are in ns
-inline constexpr const char* kReplayCsvHeader = "index,rule,key,in_color,out_color,action";
+// New columns go at the end, so that readers of the older ones keep working.
+inline constexpr const char* kReplayCsvHeader =
+    "index,rule,key,in_color,out_color,action,time_ns,frame_bytes,metered_bytes";
 
 struct ReplayResult {
   std::uint64_t records = 0;  // capture records read and processed

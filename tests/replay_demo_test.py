@@ -100,4 +100,22 @@ assert keyed and all(re.match(r"\(keys\)\s+\S+: [1-9]\d* live, \d+ created", lin
 web = next(r for r in summary["rules"] if r["name"] == "web")
 bound = profiles["gold"][1]["cbs"] + profiles["gold"][1]["cir"] * seconds
 assert bound - 1500 < web["green"]["bytes"] <= bound, (web["green"], bound)
+# The picture of the rates per rule (tricolor-plot), drawn after the CSV.
+picture = os.path.join(demo, "rates.png")
+assert os.path.exists(picture), "./dev replay-demo drew no build/demo/rates.png"
+assert open(picture, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "rates.png is not a PNG"
+assert os.path.getmtime(picture) >= os.path.getmtime(os.path.join(demo, "packets.csv")), "rates.png is older than the CSV"
+assert "rates per rule, drawn" in result.stderr, result.stderr
+
+# Without matplotlib (hidden by a module that fails to import): the demo runs, and says so.
+hide = os.path.join(build_root, "demo-no-matplotlib", "matplotlib")
+os.makedirs(hide, exist_ok=True)
+with open(os.path.join(hide, "__init__.py"), "w") as f:
+    f.write("raise ImportError('hidden by replay_demo_test.py')\n")
+os.remove(picture)
+bare = subprocess.run([os.path.join(source_root, "dev"), "replay-demo"], env=dict(env, PYTHONPATH=os.path.dirname(hide)),
+                      stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+assert bare.returncode == 0, f"without matplotlib, ./dev replay-demo exited {bare.returncode}: {bare.stderr}"
+assert "tricolor-plot needs python3-matplotlib" in bare.stderr, bare.stderr
+assert not os.path.exists(picture), "a picture without matplotlib?"
 print("replay demo: ok")

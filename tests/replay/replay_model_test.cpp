@@ -191,7 +191,8 @@ TEST_F(ReplayAgainstModel, CsvColorsEqualTheModelPacketForPacket) {
 
   const auto rows = read_csv(dir_ / "out.csv");
   ASSERT_EQ(rows.size(), sorted.size() + 1);
-  EXPECT_EQ(rows[0], (std::vector<std::string>{"index", "rule", "key", "in_color", "out_color", "action"}));
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"index", "rule", "key", "in_color", "out_color", "action", "time_ns",
+                                               "frame_bytes", "metered_bytes"}));
 
   std::vector<ReferenceMeter> models;
   for (const FlowSpec& f : specs) models.emplace_back(f.params, kStart);
@@ -200,7 +201,7 @@ TEST_F(ReplayAgainstModel, CsvColorsEqualTheModelPacketForPacket) {
     const std::size_t i = sorted_flow[k];
     const FlowSpec& f = specs[i];
     const auto& row = rows[k + 1];
-    ASSERT_EQ(row.size(), 6u);
+    ASSERT_EQ(row.size(), 9u);
     ASSERT_EQ(row[0], std::to_string(k));
     ASSERT_EQ(row[1], f.rule) << "packet " << k;
     ASSERT_EQ(row[2], "-");  // aggregate meters: no key
@@ -218,6 +219,9 @@ TEST_F(ReplayAgainstModel, CsvColorsEqualTheModelPacketForPacket) {
     }
     ASSERT_EQ(row[4], to_string(want)) << f.rule << ": packet " << k << " (" << size << " bytes)";
     EXPECT_EQ(row[5], "forward");
+    EXPECT_EQ(row[6], std::to_string(sorted[k].time_ns - sorted[0].time_ns)) << "packet " << k;
+    EXPECT_EQ(row[7], std::to_string(size)) << "packet " << k;
+    EXPECT_EQ(row[8], std::to_string(size)) << "packet " << k;  // the rules meter L2 lengths (the default)
     if (want == RefColor::green) green[i] += f.packets ? 1 : size;
     last_time[i] = sorted[k].time_ns;
   }
