@@ -23,6 +23,13 @@ ROWS = [
     ("trtcm_aware", "trTCM (RFC 2698), color-aware"),
     ("rfc4115_blind", "trTCM (RFC 4115), color-blind"),
     ("rfc4115_aware", "trTCM (RFC 4115), color-aware"),
+    ("fixed_window_blind", "fixed window, color-blind"),
+    ("sliding_window_blind", "sliding window, K = 4 (per-key form), color-blind"),
+    ("sliding_window64_blind", "sliding window, K = 64 (aggregate form), color-blind"),
+    ("gcra_blind", "GCRA, color-blind"),
+    ("smooth_blind", "smooth, color-blind"),
+    ("warmup_blind", "warm-up, color-blind"),
+    ("warmup_aware", "warm-up, color-aware"),
 ]
 LIBS = ("tricolor", "rte_meter")
 
