@@ -235,7 +235,7 @@ TEST(Gcra, ColorsAsTheOneRateTwoColorMeterOfRateAndToleranceTimesRatePlusOne) {
   int packets = 0, greens = 0;
   for (int round = 0; round < 1000; ++round) {
     const Unit unit = rng.chance(50) ? Unit::bytes : Unit::packets;
-    const std::uint64_t hz = random_limiter_hz(rng);
+    const std::uint64_t hz = random_hz(rng);
     const std::uint64_t c = rng.chance(20) ? 1 : random_limit(rng, unit);  // the bucket, tokens
     // R = (1e9 / d) * m with d | 1e9 and m | (c - 1): then tau = (c - 1) / R s is a whole number of ns.
     std::uint64_t d = 1;

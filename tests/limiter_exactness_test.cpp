@@ -44,7 +44,7 @@ TEST_P(AgainstModel, RandomTrafficColorsAndStateMatchPacketForPacket) {
   Rng rng{0x13a1u + static_cast<unsigned>(c.algorithm) * 31 + static_cast<unsigned>(c.unit) * 7 + c.aware};
   std::array<std::uint64_t, 3> colors{};
   for (int meter_index = 0; meter_index < 300; ++meter_index) {
-    const std::uint64_t hz = random_limiter_hz(rng);
+    const std::uint64_t hz = random_hz(rng);
     const Params params = random_limiter_params(rng, c.algorithm, c.unit, hz, policer::kMaxStateWindowBuckets);
     const Profile profile = make_profile(params, hz);
     const std::uint64_t created = rng.chance(50) ? 0 : rng.below(std::uint64_t{1} << 40);
@@ -80,7 +80,7 @@ TEST(SlidingWindowWide, RandomTrafficMatchesTheModelForEveryK) {
   std::array<std::uint64_t, 3> colors{};
   for (int meter_index = 0; meter_index < 600; ++meter_index) {
     const Unit unit = rng.chance(50) ? Unit::bytes : Unit::packets;
-    const std::uint64_t hz = random_limiter_hz(rng);
+    const std::uint64_t hz = random_hz(rng);
     const Params params = random_limiter_params(rng, Algorithm::sliding_window, unit, hz);
     const Profile profile = make_profile(params, hz);
     const std::uint64_t created = rng.below(std::uint64_t{1} << 40);
@@ -108,7 +108,7 @@ TEST(SharedMeterBursts, EveryLimiterColorsABurstAsTheModelDoes) {
   Rng rng{0xb5};
   for (Algorithm a : kLimiters) {
     for (int round = 0; round < 100; ++round) {
-      const std::uint64_t hz = random_limiter_hz(rng);
+      const std::uint64_t hz = random_hz(rng);
       const Unit unit = rng.chance(50) ? Unit::bytes : Unit::packets;
       const Params params = random_limiter_params(rng, a, unit, hz, policer::kMaxStateWindowBuckets);
       const Profile profile = make_profile(params, hz);
@@ -138,7 +138,7 @@ TEST(SharedMeterBursts, EveryLimiterColorsABurstAsTheModelDoes) {
 TEST(Boundaries, FixedWindowOpensExactlyAtTheEndOfThePrevious) {
   Rng rng{0xf1};
   for (int round = 0; round < 2000; ++round) {
-    const std::uint64_t hz = random_limiter_hz(rng);
+    const std::uint64_t hz = random_hz(rng);
     const Params p = random_limiter_params(rng, Algorithm::fixed_window, Unit::bytes, hz);
     const Profile profile = make_profile(p, hz);
     const std::uint64_t opened = rng.below(std::uint64_t{1} << 40);
@@ -157,7 +157,7 @@ TEST(Boundaries, FixedWindowOpensExactlyAtTheEndOfThePrevious) {
 TEST(Boundaries, SlidingWindowForgetsASubWindowExactlyAtItsKthSuccessor) {
   Rng rng{0xf2};
   for (int round = 0; round < 2000; ++round) {
-    const std::uint64_t hz = random_limiter_hz(rng);
+    const std::uint64_t hz = random_hz(rng);
     const bool wide = rng.chance(50);
     const Params p = random_limiter_params(rng, Algorithm::sliding_window, Unit::bytes, hz,
                                            wide ? 64 : policer::kMaxStateWindowBuckets);
@@ -194,7 +194,7 @@ TEST(Boundaries, GcraConformsFromTheFirstTickTheTatAllows) {
   Rng rng{0xf3};
   int probes = 0;
   for (int round = 0; round < 2000; ++round) {
-    const std::uint64_t hz = random_limiter_hz(rng);
+    const std::uint64_t hz = random_hz(rng);
     const Params p = random_limiter_params(rng, Algorithm::gcra, Unit::bytes, hz);
     const Profile profile = make_profile(p, hz);
     const std::uint64_t t0 = rng.below(1'000'000);
@@ -226,7 +226,7 @@ TEST(Boundaries, GcraConformsFromTheFirstTickTheTatAllows) {
 TEST(Boundaries, SmoothAdmitsFromTheNextFreeTickOn) {
   Rng rng{0xf4};
   for (int round = 0; round < 2000; ++round) {
-    const std::uint64_t hz = random_limiter_hz(rng);
+    const std::uint64_t hz = random_hz(rng);
     Params p = random_limiter_params(rng, Algorithm::smooth, Unit::bytes, hz);
     const Profile profile = make_profile(p, hz);
     policer::Meter m(profile, 0);
@@ -253,7 +253,7 @@ TEST(StaleTime, AnEarlierCheckIsACheckAtTheLatestTime) {
   Rng rng{0x57a1e};
   for (Algorithm a : kLimiters) {
     for (int round = 0; round < 200; ++round) {
-      const std::uint64_t hz = random_limiter_hz(rng);
+      const std::uint64_t hz = random_hz(rng);
       const Params p = random_limiter_params(rng, a, Unit::bytes, hz, policer::kMaxStateWindowBuckets);
       const Profile profile = make_profile(p, hz);
       policer::Meter m(profile, 0);
@@ -343,7 +343,7 @@ TEST(Splitting, ZeroLengthChecksInBetweenChangeNoColor) {
   Rng rng{0x5b1};
   for (Algorithm a : {Algorithm::sliding_window, Algorithm::gcra, Algorithm::smooth, Algorithm::warmup}) {
     for (int round = 0; round < 300; ++round) {
-      const std::uint64_t hz = random_limiter_hz(rng);
+      const std::uint64_t hz = random_hz(rng);
       const Params p = random_limiter_params(rng, a, Unit::bytes, hz, policer::kMaxStateWindowBuckets);
       const Profile profile = make_profile(p, hz);
       policer::Meter whole(profile, 0), pieces(profile, 0);

@@ -77,17 +77,6 @@ inline ::testing::AssertionResult same_state(const State& s, const Profile& prof
                                        << u128_string(want0) << ", " << u128_string(want1) << ")";
 }
 
-inline std::uint64_t random_limiter_hz(Rng& r) {
-  switch (r.below(6)) {
-    case 0: return 1;
-    case 1: return 1000;
-    case 2: return 1'000'000'000;
-    case 3: return kMaxHz;
-    case 4: return r.between(2'000'000'000, 3'999'999'999);  // TSC-like, not round
-    default: return r.between(1, kMaxHz);
-  }
-}
-
 inline std::uint64_t random_limiter_rate(Rng& r, Unit unit) {
   const std::uint64_t max = unit == Unit::bytes ? kMaxByteRate : kMaxPacketRate;
   switch (r.below(5)) {

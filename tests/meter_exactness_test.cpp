@@ -21,17 +21,6 @@ using policer::kMaxPacketRate;
 constexpr std::array kAlgorithms{Algorithm::one_rate_two_color, Algorithm::srtcm, Algorithm::trtcm,
                                  Algorithm::trtcm_4115};
 
-std::uint64_t random_hz(Rng& r) {
-  switch (r.below(6)) {
-    case 0: return 1;
-    case 1: return 1000;
-    case 2: return 1'000'000'000;
-    case 3: return kMaxHz;
-    case 4: return r.between(2'000'000'000, 3'999'999'999);  // TSC-like, not round
-    default: return r.between(1, kMaxHz);
-  }
-}
-
 std::uint64_t random_rate(Rng& r, Unit unit) {
   const std::uint64_t max = unit == Unit::bytes ? kMaxByteRate : kMaxPacketRate;
   switch (r.below(5)) {

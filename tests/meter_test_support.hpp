@@ -72,4 +72,16 @@ inline ::testing::AssertionResult same_levels(const State& s, const ReferenceMet
 
 using Rng = tricolor::SplitMix64;  // reproducible random tests
 
+// A tick rate as tests draw them: the extremes, round ones, TSC-like ones, any.
+inline std::uint64_t random_hz(Rng& r) {
+  switch (r.below(6)) {
+    case 0: return 1;
+    case 1: return 1000;
+    case 2: return 1'000'000'000;
+    case 3: return policer::kMaxHz;
+    case 4: return r.between(2'000'000'000, 3'999'999'999);  // TSC-like, not round
+    default: return r.between(1, policer::kMaxHz);
+  }
+}
+
 }  // namespace tricolor::test
