@@ -162,6 +162,9 @@ def main():
             s.send("rule li\t\r")
             expect("TAB completes a keyword (rule li -> rule list) and the command runs",
                    s.expect(r"rule add web dst 10\.1\.0\.0/16 profile silver\n"), s.text()[-600:])
+            # The limiters' words (issue 13): an algorithm, then its own parameters.
+            s.send("profile add lim warm\trate 1kpps per\t4ms\r")
+            s.expect(PROMPT)
             s.send("version\r")
             s.expect(r"tricolord \S+; policy from")
             s.expect(PROMPT)
@@ -173,6 +176,8 @@ def main():
             expect("TAB completes a rule name: rule show w -> rule show web", "rule show web" in lines, lines)
             expect("TAB completes names in a rule line (rule, then profile)",
                    "rule change web dst 10.1.0.0/16 profile silver" in lines, lines)
+            expect("TAB completes an algorithm and its parameter: warm -> warmup, per -> period",
+                   "profile add lim warmup rate 1kpps period 4ms" in lines, lines)
 
             # Second session: the history of the first is there.
             s = Session(sock, workdir, history)
