@@ -352,7 +352,7 @@ void bm_tricolor(benchmark::State& state) {
              });
 }
 
-// The sliding window's aggregate form, 64 sub-windows (policer::WideWindow, 288 bytes), for scale: it
+// The sliding window's aggregate form, 64 sub-windows (policer::WideWindow, 280 bytes), for scale: it
 // is what a rule's aggregate meter of K > 4 would be.
 struct WideMeters {
   policer::Profile profile;

@@ -309,5 +309,6 @@ class WideWindow {
   std::uint64_t sum_ = 0;
   std::array<std::uint32_t, kMaxWindowBuckets> counts_{};
 };
+static_assert(sizeof(WideWindow) == 24 + 4 * kMaxWindowBuckets, "three words and 64 counts: 280 bytes, no padding");
 
 }  // namespace tricolor::policer

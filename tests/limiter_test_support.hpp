@@ -77,17 +77,6 @@ inline ::testing::AssertionResult same_state(const State& s, const Profile& prof
                                        << u128_string(want0) << ", " << u128_string(want1) << ")";
 }
 
-inline std::uint64_t random_limiter_rate(Rng& r, Unit unit) {
-  const std::uint64_t max = unit == Unit::bytes ? kMaxByteRate : kMaxPacketRate;
-  switch (r.below(5)) {
-    case 0: return r.between(1, 100);
-    case 1: return r.between(100, 1'000'000);
-    case 2: return r.between(1'000'000, max);
-    case 3: return max;
-    default: return r.between(1, 10'000);
-  }
-}
-
 inline std::uint64_t random_duration(Rng& r) {
   switch (r.below(6)) {
     case 0: return r.between(1, 1000);                       // nanoseconds: below a tick at most rates
@@ -123,7 +112,7 @@ inline Params random_limiter_params(Rng& r, Algorithm a, Unit unit, std::uint64_
           p.buckets = static_cast<std::uint32_t>(r.chance(30) ? max_buckets : r.between(1, max_buckets));
         break;
       case Algorithm::gcra: {
-        p.rate = random_limiter_rate(r, unit);
+        p.rate = random_rate(r, unit);
         // The equivalent bucket, tolerance * rate + 1 tokens, is at most 2^30.
         const std::uint64_t burst = random_limit(r, unit);
         const u128 most = u128(burst - 1) * kSecondNs / p.rate;
@@ -131,11 +120,11 @@ inline Params random_limiter_params(Rng& r, Algorithm a, Unit unit, std::uint64_
         break;
       }
       case Algorithm::smooth:
-        p.rate = random_limiter_rate(r, unit);
+        p.rate = random_rate(r, unit);
         p.max_burst = r.chance(10) ? 0 : random_limit(r, unit);
         break;
       case Algorithm::warmup: {
-        p.rate = random_limiter_rate(r, unit);
+        p.rate = random_rate(r, unit);
         static constexpr std::uint32_t kFactors[] = {2, 3, 3, 3, 4, 7, 10, 100};
         p.cold_factor = kFactors[r.below(8)];
         const u128 c = p.cold_factor;

@@ -21,17 +21,6 @@ using policer::kMaxPacketRate;
 constexpr std::array kAlgorithms{Algorithm::one_rate_two_color, Algorithm::srtcm, Algorithm::trtcm,
                                  Algorithm::trtcm_4115};
 
-std::uint64_t random_rate(Rng& r, Unit unit) {
-  const std::uint64_t max = unit == Unit::bytes ? kMaxByteRate : kMaxPacketRate;
-  switch (r.below(5)) {
-    case 0: return r.between(1, 100);
-    case 1: return r.between(100, 1'000'000);
-    case 2: return r.between(1'000'000, max);
-    case 3: return max;
-    default: return r.between(1, 10'000);
-  }
-}
-
 std::uint64_t random_burst(Rng& r, Unit unit) {
   // Packet-mode packets cost one token each: small bursts, or nothing would ever be red.
   if (unit == Unit::packets && r.chance(80)) return r.between(1, 40);

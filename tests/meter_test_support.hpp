@@ -72,6 +72,18 @@ inline ::testing::AssertionResult same_levels(const State& s, const ReferenceMet
 
 using Rng = tricolor::SplitMix64;  // reproducible random tests
 
+// A rate as tests draw them: tiny, middling, large, the maximum of its unit.
+inline std::uint64_t random_rate(Rng& r, Unit unit) {
+  const std::uint64_t max = unit == Unit::bytes ? policer::kMaxByteRate : policer::kMaxPacketRate;
+  switch (r.below(5)) {
+    case 0: return r.between(1, 100);
+    case 1: return r.between(100, 1'000'000);
+    case 2: return r.between(1'000'000, max);
+    case 3: return max;
+    default: return r.between(1, 10'000);
+  }
+}
+
 // A tick rate as tests draw them: the extremes, round ones, TSC-like ones, any.
 inline std::uint64_t random_hz(Rng& r) {
   switch (r.below(6)) {
