@@ -56,7 +56,7 @@ class CtlClient {
 
   int fd_ = -1;
   std::string path_;
-  protocol::FrameReader reader_;
+  protocol::FrameReader reader_{protocol::kMaxReplyFrameBytes};
   std::string unread_;  // bytes received after the last reply's end (a reply of the next request)
 };
 

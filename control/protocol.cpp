@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <utility>
 
 #include "policer/quote.hpp"
 
@@ -17,19 +18,45 @@ std::uint32_t read_length(const std::uint8_t* header) noexcept {
          std::uint32_t{header[3]};
 }
 
-// The payload as JSON, or why not (nlohmann's message names the byte at fault).
+// nlohmann's description of a parse error without its prefix ("[json.exception.parse_error.101]
+// parse error at line 1, column 5: ") and without the bytes it last read (the peer's, unquoted).
+std::string parse_error_text(const json::parse_error& e) {
+  std::string_view text = e.what();
+  if (const auto colon = text.find(": "); colon != std::string_view::npos) text.remove_prefix(colon + 2);
+  if (const auto read = text.find("; last read"); read != std::string_view::npos) text = text.substr(0, read);
+  return std::string(text);
+}
+
+// The payload as JSON, or why not, naming the byte at fault (1-based, as nlohmann counts).
 Expected<json> parse_object(std::string_view payload, const char* what) {
-  json doc = json::parse(payload, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Error{"json", std::string(what) + " is not JSON"};
+  json doc;
+  try {
+    doc = json::parse(payload);
+  } catch (const json::parse_error& e) {
+    return Error{"json", std::string(what) + " is not JSON: at byte " + std::to_string(e.byte) + " of " +
+                             std::to_string(payload.size()) + ", " + parse_error_text(e)};
+  }
   if (!doc.is_object()) return Error{"json", std::string(what) + " is not a JSON object"};
   return doc;
 }
+
+constexpr std::pair<Closing, std::string_view> kClosings[] = {
+    {Closing::permission, "permission"}, {Closing::too_many_clients, "too-many-clients"},
+    {Closing::idle, "idle"},             {Closing::request_timeout, "request-timeout"},
+    {Closing::frame, "frame"},           {Closing::busy, "busy"},
+    {Closing::other, "other"}};
 
 Error field_error(std::string_view field, const char* expected) {
   return Error{std::string(field), "field " + quote(field) + ": expected " + expected};
 }
 
 }  // namespace
+
+std::string_view to_string(Closing closing) noexcept {
+  for (const auto& [value, name] : kClosings)
+    if (value == closing) return name;
+  return "none";
+}
 
 std::string frame(std::string_view payload) {
   const auto n = static_cast<std::uint32_t>(payload.size());
@@ -125,6 +152,7 @@ std::string reply_json(const Reply& reply) {
     if (reply.error.column) error["column"] = *reply.error.column;
     doc["error"] = std::move(error);
   }
+  if (reply.closing != Closing::none) doc["closing"] = to_string(reply.closing);
   // Text from a policy or a client may hold invalid UTF-8: replaced, so the reply is always JSON.
   return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -136,6 +164,12 @@ Expected<Reply> parse_reply(std::string_view payload) {
   const auto ok = doc->find("ok");
   if (ok == doc->end() || !ok->is_boolean()) return field_error("ok", "true or false");
   reply.ok = ok->get<bool>();
+  if (const auto closing = doc->find("closing"); closing != doc->end()) {
+    if (!closing->is_string()) return field_error("closing", "a string, why the connection is closed");
+    reply.closing = Closing::other;
+    for (const auto& [value, name] : kClosings)
+      if (closing->get<std::string>() == name) reply.closing = value;
+  }
   if (reply.ok) {
     if (const auto output = doc->find("output"); output != doc->end() && output->is_string())
       reply.output = output->get<std::string>();

@@ -8,13 +8,18 @@
 //            "json": true (optional) asks for structured data in the reply's "result"
 //   reply    {"ok": true, "output": "..."}                     "result": {...} with "json"
 //            {"ok": false, "error": {"message": "...", "token": "...", "column": 17}}
+//            "closing": "idle" (or another reason) when the daemon closes the connection after this
+//            reply; such a reply answers no request (nothing was run) and may come unasked (idle)
 //
 // Why length-prefixed JSON: a client knows where a reply ends without parsing it, the server never
 // scans a stream for a delimiter, a policy travels inline without escaping rules of our own, and
-// every language has a JSON parser. Why a limit: a frame is at most kMaxFrameBytes (64 MiB: a policy
-// of about a million rules); a longer length is refused as soon as its 4 bytes arrive, before any of
-// it is read or any memory is reserved, and a frame's buffer grows only with the bytes that arrive,
-// so a client cannot make the server reserve memory it does not send.
+// every language has a JSON parser. Why limits, and why these: a request frame is at most
+// kMaxRequestFrameBytes, room for a `load` of the largest policy file (kMaxPolicyFileBytes, 64 MiB)
+// with every byte escaped to two (a quote, a backslash, a line end); a reply frame is at most
+// kMaxReplyFrameBytes (1 GiB: the exposition or `stats --json` of about a million rules). A longer
+// length is refused as soon as its 4 bytes arrive, before any of it is read or any memory is
+// reserved, and a frame's buffer grows only with the bytes that arrive, so a peer cannot make the
+// other side reserve memory it does not send.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -28,7 +33,8 @@
 namespace tricolor::control::protocol {
 
 inline constexpr std::size_t kHeaderBytes = 4;
-inline constexpr std::uint32_t kMaxFrameBytes = 64u << 20;
+inline constexpr std::uint32_t kMaxRequestFrameBytes = (128u << 20) + (64u << 10);
+inline constexpr std::uint32_t kMaxReplyFrameBytes = 1u << 30;
 
 // A frame: the header and the payload, ready to write.
 std::string frame(std::string_view payload);
@@ -36,7 +42,7 @@ std::string frame(std::string_view payload);
 // Reassembles frames from a byte stream delivered in pieces of any size.
 class FrameReader {
  public:
-  explicit FrameReader(std::uint32_t max_frame_bytes = kMaxFrameBytes) noexcept : max_(max_frame_bytes) {}
+  explicit FrameReader(std::uint32_t max_frame_bytes) noexcept : max_(max_frame_bytes) {}
 
   // Takes the next bytes of the stream; returns how many it used (it stops after a whole frame, so
   // that the caller handles one request before reading the next, and at an error). Then next()
@@ -78,11 +84,25 @@ struct ReplyError {
   std::optional<std::size_t> column;  // 1-based, in the command line, when known
 };
 
+// Why the daemon closes a connection after a reply that answered no request.
+enum class Closing {
+  none,
+  permission,        // the peer may not use the socket
+  too_many_clients,  // every connection slot is taken
+  idle,              // no request for the idle time: connect again to go on
+  request_timeout,   // a request begun was not complete within the request time
+  frame,             // a frame's length is 0 or over the limit: the stream cannot go on
+  busy,              // the daemon holds as many incomplete requests as it may
+  other,             // a reason this side does not know (from a newer peer)
+};
+std::string_view to_string(Closing closing) noexcept;  // "idle", "too-many-clients", ...
+
 struct Reply {
   bool ok = true;
   std::string output;       // text for a person (ok)
   std::string result_json;  // with Request::json: a JSON value (ok), or empty
   ReplyError error;         // when !ok
+  Closing closing = Closing::none;
 };
 
 std::string reply_json(const Reply& reply);

@@ -2,6 +2,7 @@
 // of the stream, the length limit enforced before anything is read or reserved, and every malformed
 // request refused with a message that says what was wrong.
 #include "control/protocol.hpp"
+#include "control/policy_file.hpp"
 
 #include <gtest/gtest.h>
 
@@ -38,21 +39,21 @@ TEST(Framing, FramesComeBackWhateverTheSplit) {
   for (const std::string& p : payloads) stream += frame(p);
   for (std::size_t size : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{5},
                            std::size_t{7}, std::size_t{4096}, stream.size()}) {
-    FrameReader reader;
+    FrameReader reader(kMaxRequestFrameBytes);
     EXPECT_EQ(reassemble(stream, [&] { return size; }, reader), payloads) << "pieces of " << size;
     EXPECT_FALSE(reader.error());
     EXPECT_EQ(reader.pending(), 0u);
   }
   std::mt19937 rng(7);
   for (int round = 0; round < 200; ++round) {
-    FrameReader reader;
+    FrameReader reader(kMaxRequestFrameBytes);
     EXPECT_EQ(reassemble(stream, [&] { return 1 + rng() % 9000; }, reader), payloads);
   }
 }
 
 TEST(Framing, FeedStopsAfterEachFrame) {
   const std::string stream = frame("a") + frame("bc");
-  FrameReader reader;
+  FrameReader reader(kMaxRequestFrameBytes);
   EXPECT_EQ(reader.feed(bytes(stream)), 5u);  // the first frame only: the caller answers it first
   EXPECT_EQ(reader.next(), "a");
   EXPECT_EQ(reader.next(), std::nullopt);
@@ -69,10 +70,10 @@ TEST(Framing, ALengthOverTheLimitIsRefusedBeforeAnyOfItIsRead) {
   EXPECT_EQ(reader.pending(), kHeaderBytes);  // nothing of the payload taken, nothing reserved
   EXPECT_EQ(reader.feed(bytes(std::string("more"))), 0u);  // and nothing after it
 
-  FrameReader huge;  // the default limit: 4 GiB announced, nothing reserved
+  FrameReader huge(kMaxRequestFrameBytes);  // the request limit: 4 GiB announced, nothing reserved
   EXPECT_EQ(huge.feed(bytes(std::string("\xff\xff\xff\xff", 4))), kHeaderBytes);
   ASSERT_TRUE(huge.error());
-  EXPECT_EQ(huge.error()->message, "a frame of 4294967295 bytes: the limit is 67108864");
+  EXPECT_EQ(huge.error()->message, "a frame of 4294967295 bytes: the limit is 134283264");
 
   FrameReader exact(1000);  // the limit itself is allowed
   const std::string at_limit = frame(std::string(1000, 'y'));
@@ -81,14 +82,14 @@ TEST(Framing, ALengthOverTheLimitIsRefusedBeforeAnyOfItIsRead) {
 }
 
 TEST(Framing, AnEmptyFrameIsRefused) {
-  FrameReader reader;
+  FrameReader reader(kMaxRequestFrameBytes);
   reader.feed(bytes(frame("")));
   ASSERT_TRUE(reader.error());
   EXPECT_EQ(reader.error()->message, "a frame of 0 bytes: a request is a JSON object");
 }
 
 TEST(Framing, AFrameGrowsWithWhatArrivesNotWithItsAnnouncedLength) {
-  FrameReader reader;
+  FrameReader reader(kMaxRequestFrameBytes);
   const std::string big = frame(std::string(1 << 20, 'z'));
   reader.feed(bytes(big).first(kHeaderBytes + 10));
   EXPECT_EQ(reader.pending(), kHeaderBytes + 10);
@@ -114,8 +115,12 @@ TEST(Requests, RoundTrip) {
 
 TEST(Requests, EachMalformedRequestSaysWhatWasWrong) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"rule list", "the request is not JSON"},
-      {R"({"command":"ping")", "the request is not JSON"},
+      {"rule list", "the request is not JSON: at byte 1 of 9, syntax error while parsing value - invalid literal"},
+      {R"({"command":"ping")",
+       "the request is not JSON: at byte 18 of 17, syntax error while parsing object - unexpected end of input; "
+       "expected '}'"},
+      {"{\"command\":\"ping\"} x", "the request is not JSON: at byte 20 of 20, syntax error while parsing value - "
+                                    "invalid literal"},
       {R"(["ping"])", "the request is not a JSON object"},
       {R"("ping")", "the request is not a JSON object"},
       {R"({})", "the request has no \"command\""},
@@ -157,6 +162,42 @@ TEST(Replies, RoundTripAndStayJsonWhateverTheText) {
   binary.ok = false;
   binary.error = {"bad \xff\xfe token", "\xff", std::nullopt};
   EXPECT_TRUE(parse_reply(reply_json(binary)).ok());
+}
+
+// The load of the largest policy file fits a request frame whatever its printable text: JSON escapes
+// a byte to at most two (a quote, a backslash, a line end, a tab), and the request's own fields fit
+// in the slack. Checked on 1 MiB, then scaled: the frame limit is over twice the file limit.
+TEST(Requests, TheLargestPolicyFileFitsARequestFrame) {
+  static_assert(kMaxRequestFrameBytes >= 2 * kMaxPolicyFileBytes + (std::size_t{64} << 10));
+  constexpr std::size_t kSample = std::size_t{1} << 20;
+  for (const char c : {'"', '\\', '\n', '\t', 'x'}) {
+    Request r;
+    r.command = "load";
+    r.text = std::string(kSample, c);
+    EXPECT_LE(request_json(r).size(), 2 * kSample + 64) << int(c);
+  }
+}
+
+// A reply that closes the connection says why; a client that does not know the reason still sees
+// that the connection closes.
+TEST(Replies, ClosingComesBackAndAnUnknownReasonIsStillClosing) {
+  for (Closing closing : {Closing::permission, Closing::too_many_clients, Closing::idle, Closing::request_timeout,
+                          Closing::frame, Closing::busy}) {
+    Reply r;
+    r.ok = false;
+    r.error.message = "closed";
+    r.closing = closing;
+    auto back = parse_reply(reply_json(r));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->closing, closing) << to_string(closing);
+  }
+  auto newer = parse_reply(R"({"ok":false,"error":{"message":"m"},"closing":"maintenance"})");
+  ASSERT_TRUE(newer.ok());
+  EXPECT_EQ(newer->closing, Closing::other);
+  auto plain = parse_reply(R"({"ok":true,"output":"pong"})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->closing, Closing::none);
+  EXPECT_FALSE(parse_reply(R"({"ok":false,"error":{"message":"m"},"closing":1})").ok());
 }
 
 }  // namespace
