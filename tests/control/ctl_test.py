@@ -156,7 +156,7 @@ def main():
             big.sendall(struct.pack("!I", 0x7FFFFFFF))
             reply = raw_reply(big)
             expect("a frame over the limit: an error reply", reply and not reply["ok"] and
-                   "the limit is 67108864" in reply["error"]["message"], reply)
+                   "the limit is 134283264" in reply["error"]["message"] and reply.get("closing") == "frame", reply)
             expect("... then the connection is closed", big.recv(1) == b"")
             big.close()
             raw = socket.socket(socket.AF_UNIX)
