@@ -216,9 +216,13 @@ protocol::Reply DaemonCommands::handle(const protocol::Request& request, const P
     return ok("counters reset at " + time_text(reset_at_));
   }
   if (verb == "save") {
-    const std::string path(trim(trim(line).substr(4)));
-    if (path.empty()) return refuse(line, Error{"save", "save: expected a file name"}, line, peer);
-    return save(path, peer);
+    // The daemon writes no file: tricolorctl writes the text it returns, as the user who runs it (a
+    // path named here would be written as root, wherever the client says).
+    if (words.size() > 1)
+      return refused_at("save: tricolord writes no files; `tricolorctl save FILE` writes the policy as the user who "
+                        "runs it (the request `save` alone returns the text)",
+                        words[1]);
+    return save();
   }
   if (verb == "load") {
     if (!request.text) return refuse(line, Error{"load", "load: the policy's text goes in the request's \"text\""}, line, peer);
@@ -423,25 +427,11 @@ protocol::Reply DaemonCommands::refuse(const std::string& line, const Error& err
   return error_reply(error.message, error.subject, column);
 }
 
-protocol::Reply DaemonCommands::save(const std::string& path, const Peer& peer) {
-  // Written aside and renamed: a reader never sees half a policy, a failure leaves the old file.
-  const std::string text = control::print(engine_.policy());
-  const std::string aside = path + ".tmp";
-  {
-    std::ofstream out(aside, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      ::unlink(aside.c_str());
-      return refuse("", Error{path, "save: cannot write " + quote(path, kQuotePathMaxBytes)}, "save " + path, peer);
-    }
-  }
-  if (std::rename(aside.c_str(), path.c_str()) != 0) {
-    ::unlink(aside.c_str());
-    return refuse("", Error{path, "save: cannot replace " + quote(path, kQuotePathMaxBytes)}, "save " + path, peer);
-  }
-  audit_(who(peer) + ": saved the policy to " + quote(path, kQuotePathMaxBytes));
-  return ok("saved " + std::to_string(engine_.policy().rules.size()) + " rules to " + path);
+protocol::Reply DaemonCommands::save() const {
+  const dataplane::Policy& policy = engine_.policy();
+  return ok(control::print(policy),
+            dump({{"rules", policy.rules.size()}, {"profiles", policy.profiles.size()},
+                  {"color_maps", policy.color_maps.size()}, {"generation", engine_.generation()}}));
 }
 
 }  // namespace tricolor::control

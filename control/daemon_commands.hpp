@@ -18,7 +18,9 @@
 //   key show RULE KEY       one key (as `key list` prints it, or any address inside its prefix): its
 //                           worker, its buckets' levels at its latest packet, its counters
 //   load (text inline)      a whole policy: loaded, then installed, or nothing changes
-//   save FILE               the running policy written to FILE (it loads back to the same state)
+//   save                    the running policy's text, as `show` prints it (it loads back to the same
+//                           state), and its counts in "result": tricolorctl writes it to the file the
+//                           operator names, as that operator; the daemon writes no file
 //   any language line       profile/color-map/rule add, change, delete, list, show ...
 //
 // A command that changes the policy is run on a copy; the copy is installed (Engine::update: a new
@@ -56,7 +58,7 @@ class DaemonCommands {
  private:
   protocol::Reply install(dataplane::Policy next, const std::string& what, const Peer& peer);
   protocol::Reply refuse(const std::string& line, const Error& error, const std::string& what, const Peer& peer);
-  protocol::Reply save(const std::string& path, const Peer& peer);
+  protocol::Reply save() const;
   protocol::Reply stats(const std::string& line, bool json);
   protocol::Reply keys(const std::string& line, bool json);
   protocol::Reply names(bool json) const;
