@@ -1,7 +1,9 @@
 #include "dataplane/engine.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <new>
+#include <thread>
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
@@ -54,6 +56,7 @@ struct Engine::Plan {
   };
   EngineLimits limits;
   bool built_classifier = false;
+  bool short_of_memory = false;  // prepare() failed for memory (retired sets may give some back)
   std::unique_ptr<RuleSet> set;
   std::vector<RulePlan> rules;  // in policy order
   std::map<std::string, std::shared_ptr<const policer::Profile>> profiles;  // the next profiles_
@@ -156,17 +159,37 @@ Expected<bool> Engine::set_steering(const Steering& steering) {
 }
 
 Expected<bool> Engine::update(const Policy& policy, const EngineLimits& limits) {
-  // The plan dies after the commit with whatever the commit did not take; if preparing it failed,
-  // with everything it had made (a classifier, key tables).
-  Plan plan;
-  try {
-    if (auto ok = prepare(policy, limits, plan); !ok) return ok.error();
-    retired_.reserve(retired_.size() + 1);  // commit() retires the current set
-  } catch (const std::bad_alloc&) {
-    return Error{"memory", "the policy cannot be installed: out of memory (nothing was changed)"};
+  // A change refused for memory is tried once more after what replaced rule sets hold is freed (see
+  // reclaim_waiting): changes sent back to back then fit as they do one at a time.
+  for (bool retried = false;; retried = true) {
+    // The plan dies after the commit with whatever the commit did not take; if preparing it failed,
+    // with everything it had made (a classifier, key tables).
+    Plan plan;
+    try {
+      if (auto ok = prepare(policy, limits, plan); !ok) {
+        if (plan.short_of_memory && !retried && reclaim_waiting()) continue;
+        return ok.error();
+      }
+      retired_.reserve(retired_.size() + 1);  // commit() retires the current set
+    } catch (const std::bad_alloc&) {
+      if (!retried && reclaim_waiting()) continue;
+      return Error{"memory", "the policy cannot be installed: out of memory (nothing was changed)"};
+    }
+    commit(plan);
+    return true;
   }
-  commit(plan);
-  return true;
+}
+
+// Waits, a little, for the workers to pass a quiescent point (each does at every poll, so this takes
+// microseconds; an offline worker is not waited for), then frees what retired sets owned. True if
+// something was freed. The control thread waits on the workers here, never the other way round.
+bool Engine::reclaim_waiting() noexcept {
+  constexpr auto kMostWait = std::chrono::milliseconds(100);
+  const std::size_t before = retired_.size();
+  const auto deadline = std::chrono::steady_clock::now() + kMostWait;
+  for (reclaim(); !retired_.empty() && std::chrono::steady_clock::now() < deadline; reclaim())
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  return retired_.size() < before;
 }
 
 Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits, Plan& plan) const {
@@ -304,7 +327,10 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
       for (unsigned w = 0; w < workers; ++w) {
         auto table = KeyedMeters::allocate(worker_capacity_of(rule.per_key.capacity, placement, workers),
                                            ticks(rule.per_key.idle_timeout_ns, tick_rate_), *memory_[w]);
-        if (!table) return key_index_unavailable(rule);
+        if (!table) {
+          plan.short_of_memory = true;
+          return key_index_unavailable(rule);
+        }
         rp.new_keys.push_back(std::move(table));
       }
     }
@@ -360,7 +386,10 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
   // others are known to fit).
   for (std::size_t i = 0; i < n; ++i)
     for (auto& table : plan.rules[i].new_keys)
-      if (!table->make_resident()) return key_index_unavailable(policy.rules[i]);
+      if (!table->make_resident()) {
+        plan.short_of_memory = true;
+        return key_index_unavailable(policy.rules[i]);
+      }
   plan.set = std::move(set);
   plan.limits = limits;
   return true;

@@ -77,7 +77,9 @@ class Engine {
   // Replaces the policy; on error (a bad reference, a rule name twice, the classifier's limits, a key
   // index or anything else that cannot be allocated) nothing changes. The first form keeps the
   // engine's limits; the second replaces them if it succeeds. Linear in the rules, profiles and color
-  // maps (and the classifier's build, skipped when no rule's match or place changed).
+  // maps (and the classifier's build, skipped when no rule's match or place changed). A change short
+  // of memory first waits (100 ms at most) for the workers to let go of the rule sets replaced before,
+  // frees what those held, and is tried again.
   Expected<bool> update(const Policy& policy);
   Expected<bool> update(const Policy& policy, const EngineLimits& limits);
   const EngineLimits& limits() const noexcept { return limits_; }
@@ -148,6 +150,7 @@ class Engine {
 
   Engine(policer::TickRate tick_rate, std::unique_ptr<Rcu> rcu, const EngineOptions& options);
   Expected<bool> prepare(const Policy& policy, const EngineLimits& limits, Plan& plan) const;
+  bool reclaim_waiting() noexcept;
   Placement placement_of(const PerKey& key, unsigned workers) const noexcept;
   bool local_meters(unsigned workers) const noexcept;
   static std::uint32_t worker_capacity_of(std::uint32_t capacity, Placement placement, unsigned workers) noexcept;

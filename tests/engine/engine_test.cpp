@@ -418,6 +418,66 @@ TEST(EngineKeys, APolicyWhoseKeyIndexesCannotBeHadIsRefused) {
               testing::ExitedWithCode(0), "");
 }
 
+// A change short of memory is tried again once the rule sets it replaced have given theirs back: a
+// per-key rule added and deleted back to back, with no turn of the control side between (as pipelined
+// requests on the control socket are run), fits as often as one at a time. Was: refused from the
+// 27th cycle of 40 ("cannot allocate its key index"), the deleted rules' tables still held.
+TEST(EngineKeys, AChangeShortOfMemoryWaitsForWhatReplacedSetsGiveBack) {
+  // Key table memory with a ceiling, counted by block.
+  class BudgetSource final : public MemorySource {
+   public:
+    explicit BudgetSource(std::size_t limit) : limit_(limit) {}
+    void* reserve(std::size_t bytes, std::size_t align) noexcept override {
+      if (used_ + bytes > limit_) return nullptr;
+      void* p = heap_memory().reserve(bytes, align);
+      if (p != nullptr) used_ += bytes;
+      return p;
+    }
+    bool commit(void* p, std::size_t bytes) noexcept override { return heap_memory().commit(p, bytes); }
+    void release(void* p, std::size_t bytes) noexcept override {
+      used_ -= bytes;
+      heap_memory().release(p, bytes);
+    }
+    std::size_t used() const noexcept { return used_; }
+
+   private:
+    std::size_t limit_, used_ = 0;
+  };
+  Policy without;
+  without.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  without.rules.push_back(rule("one", 1, "p"));
+  Policy with = without;
+  Rule keyed = keyed_rule("guests", "p");
+  keyed.per_key.kind = KeyKind::src;
+  keyed.per_key.capacity = 64u << 10;
+  with.rules.push_back(keyed);
+
+  const auto options = [](MemorySource& source) {
+    EngineOptions o;
+    o.memory = {&source};
+    return o;
+  };
+  std::size_t one_rule = 0;  // what the keyed rule's tables take
+  {
+    BudgetSource unlimited(SIZE_MAX);
+    auto engine = Engine::create(without, *policer::TickRate::make(kHz), options(unlimited));
+    ASSERT_TRUE(engine.ok());
+    ASSERT_TRUE((*engine)->update(with).ok());
+    one_rule = unlimited.used();
+  }
+  ASSERT_GT(one_rule, 0u);
+  BudgetSource budget(one_rule + one_rule / 2);  // room for one rule's tables, not two
+  auto engine = Engine::create(without, *policer::TickRate::make(kHz), options(budget));
+  ASSERT_TRUE(engine.ok());
+  for (int cycle = 0; cycle < 40; ++cycle) {
+    auto added = (*engine)->update(with);
+    ASSERT_TRUE(added.ok()) << "cycle " << cycle << ": " << added.error().message;
+    ASSERT_TRUE((*engine)->update(without).ok()) << "cycle " << cycle;
+  }
+  (*engine)->maintain();
+  EXPECT_EQ(budget.used(), 0u);
+}
+
 TEST(EngineKeys, AParentAboveAnAggregateMeter) {
   Policy policy;
   policy.profiles.push_back({"child", params_1r2c(1'000'000, 3000)});
