@@ -249,7 +249,7 @@ Expected<ColorMap> parse_color_map(Cursor& c, const Store& store, std::string_vi
 // ---- commands ------------------------------------------------------------------------------------
 
 Expected<std::string> color_map_command(Store& store, Cursor& c, Output output) {
-  const auto verb = c.expect("add, change, delete or list");
+  const auto verb = c.expect(kExpectVerb);
   if (!verb) return verb.error();
 
   if (*verb == "add" || *verb == "change") {
@@ -292,11 +292,20 @@ Expected<std::string> color_map_command(Store& store, Cursor& c, Output output) 
     return out;
   }
 
-  return not_a_keyword(*verb, "expected add, change, delete or list after 'color-map'");
+  if (*verb == "show") {  // one color map, as list prints it
+    const auto name = c.expect("a color map name");
+    if (!name) return name.error();
+    const auto* found = store.find_color_map(*name);
+    if (!found) return at(*name, "no such color map");
+    if (auto error = c.expect_end()) return *error;
+    return output == Output::produce ? format_color_map(*found).append("\n") : std::string();
+  }
+
+  return not_a_keyword(*verb, cat("expected ", kExpectVerb, " after 'color-map'"));
 }
 
 Expected<std::string> profile_command(Store& store, Cursor& c, Output output) {
-  const auto verb = c.expect("add, change, delete or list");
+  const auto verb = c.expect(kExpectVerb);
   if (!verb) return verb.error();
 
   if (*verb == "add" || *verb == "change") {
@@ -346,11 +355,20 @@ Expected<std::string> profile_command(Store& store, Cursor& c, Output output) {
     return out;
   }
 
-  return not_a_keyword(*verb, "expected add, change, delete or list after 'profile'");
+  if (*verb == "show") {  // one profile, as list prints it
+    const auto name = c.expect("a profile name");
+    if (!name) return name.error();
+    const auto* found = store.find_profile(*name);
+    if (!found) return at(*name, "no such profile");
+    if (auto error = c.expect_end()) return *error;
+    return output == Output::produce ? format_profile(*found).append("\n") : std::string();
+  }
+
+  return not_a_keyword(*verb, cat("expected ", kExpectVerb, " after 'profile'"));
 }
 
 Expected<std::string> rule_command(Store& store, Cursor& c, Output output) {
-  const auto verb = c.expect("add, change, delete or list");
+  const auto verb = c.expect(kExpectVerb);
   if (!verb) return verb.error();
 
   if (*verb == "add" || *verb == "change") {
@@ -391,7 +409,16 @@ Expected<std::string> rule_command(Store& store, Cursor& c, Output output) {
     return out;
   }
 
-  return not_a_keyword(*verb, "expected add, change, delete or list after 'rule'");
+  if (*verb == "show") {  // one rule, as list prints it
+    const auto name = c.expect("a rule name");
+    if (!name) return name.error();
+    const auto* found = store.find_rule(*name);
+    if (!found) return at(*name, "no such rule");
+    if (auto error = c.expect_end()) return *error;
+    return output == Output::produce ? format_rule(*found).append("\n") : std::string();
+  }
+
+  return not_a_keyword(*verb, cat("expected ", kExpectVerb, " after 'rule'"));
 }
 
 Expected<std::string> default_command(Store& store, Cursor& c) {
@@ -428,7 +455,7 @@ Expected<std::string> run_command(Store& store, std::string_view line, Output ou
     if (auto error = c.expect_end()) return *error;
     return output == Output::produce ? show(store) : std::string();
   }
-  return not_a_keyword(command, "unknown command; expected profile, color-map, rule, default or show");
+  return not_a_keyword(command, cat("unknown command; expected ", kExpectCommand));
 }
 
 }  // namespace tricolor::control::detail

@@ -223,15 +223,31 @@ Expected<std::uint8_t> parse_pcp(std::string_view token) {
   return at(token, cat("expected ", kExpectPcp));
 }
 
+// A value listed twice: refused, so that a list holds each value once (50 000 copies of one port
+// would otherwise be kept, matched and printed back).
+template <class T>
+std::optional<Error> listed_twice(std::string_view token, std::vector<T> values, std::string_view what) {
+  std::sort(values.begin(), values.end());
+  const auto twice = std::adjacent_find(values.begin(), values.end());
+  if (twice == values.end()) return std::nullopt;
+  return at(token, cat(what, " ", std::to_string(unsigned{*twice}), " is listed twice; list each once"));
+}
+
 Expected<std::vector<std::uint16_t>> parse_ports(std::string_view token) {
-  return parse_list<std::uint16_t>(token, kExpectPorts, [](std::string_view item) -> std::optional<std::uint16_t> {
+  auto ports = parse_list<std::uint16_t>(token, kExpectPorts, [](std::string_view item) -> std::optional<std::uint16_t> {
     if (auto n = parse_number(item, 65535)) return static_cast<std::uint16_t>(*n);
     return std::nullopt;
   });
+  if (!ports) return ports;
+  if (auto error = listed_twice(token, *ports, "port")) return *error;
+  return ports;
 }
 
 Expected<std::vector<std::uint8_t>> parse_dscp_list(std::string_view token) {
-  return parse_list<std::uint8_t>(token, kExpectDscp, dscp_value);
+  auto values = parse_list<std::uint8_t>(token, kExpectDscp, dscp_value);
+  if (!values) return values;
+  if (auto error = listed_twice(token, *values, "DSCP")) return *error;
+  return values;
 }
 
 Expected<std::vector<PortRange>> parse_l4_ports(std::string_view token) {
@@ -243,6 +259,19 @@ Expected<std::vector<PortRange>> parse_l4_ports(std::string_view token) {
       return at(token, cat("the range ", first, "-", last, " is reversed; write ", last, "-", first));
     }
   }
+  // Each port once: ranges that overlap (or a port listed twice) are refused, naming the two.
+  std::vector<PortRange> sorted = *ranges;
+  std::sort(sorted.begin(), sorted.end(), [](const PortRange& a, const PortRange& b) { return a.first < b.first; });
+  for (std::size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i].first <= sorted[i - 1].last) {
+      const auto text = [](const PortRange& r) {
+        return r.first == r.last ? std::to_string(r.first) : std::to_string(r.first) + "-" + std::to_string(r.last);
+      };
+      return at(token, cat("ports ", text(sorted[i - 1]), " and ", text(sorted[i]),
+                           sorted[i - 1].first == sorted[i - 1].last && sorted[i].last == sorted[i].first
+                               ? " are the same port; list each once"
+                               : " overlap; list each port once"));
+    }
   return ranges;
 }
 

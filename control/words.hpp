@@ -201,6 +201,16 @@ inline std::string_view placeholder(ParamKind kind) {
   return "VALUE";
 }
 
+// ---- commands ------------------------------------------------------------------------------------
+
+// The language's commands, and the verbs of each object command (profile, color-map, rule): one list
+// for the language, the shell's completion and the test that checks them against the README.
+inline constexpr std::array<std::string_view, 5> kLanguageCommands{"profile", "color-map", "rule", "default", "show"};
+inline constexpr std::array<std::string_view, 3> kObjectCommands{"profile", "color-map", "rule"};
+inline constexpr std::array<std::string_view, 5> kObjectVerbs{"add", "change", "delete", "list", "show"};
+inline constexpr std::string_view kExpectVerb = "add, change, delete, list or show";
+inline constexpr std::string_view kExpectCommand = "profile, color-map, rule, default or show";
+
 struct AlgorithmSpec {
   std::string_view name;
   policer::Algorithm algorithm;

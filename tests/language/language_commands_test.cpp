@@ -1,11 +1,15 @@
 // The commands of the language and what they make of the policy model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "control/language.hpp"
+#include "control/words.hpp"
 #include "language_test_support.hpp"
 
 namespace tricolor::control {
@@ -448,6 +452,60 @@ TEST(LanguageLoad, AlreadyExistingNamesInTheBaseAreErrors) {
   const auto loaded = load(kBaseConfig, base);
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.error().message, "line 1: 'gold': a profile named gold already exists");
+}
+
+// ---- one vocabulary: the language, the shell's completion and the README ---------------------------
+
+// Every verb of every object command runs (the shell completes each of them from the same list), and
+// the README's grammar lists each.
+TEST(LanguageVocabulary, EveryObjectVerbRunsAndTheReadmeListsIt) {
+  Policy policy = must_load("profile add p srtcm cir 1mbit cbs 1k\n");
+  // A line for each object and verb that succeeds on `policy` as the previous ones left it.
+  const auto line_for = [](std::string_view object, std::string_view verb) -> std::string {
+    const std::string name = object == "profile" ? "q" : object == "rule" ? "r" : "m";
+    const std::string head = std::string(object) + " " + std::string(verb);
+    if (verb == "list") return head;
+    if (verb == "show" || verb == "delete") return head + " " + name;
+    if (object == "profile") return head + " " + name + " trtcm cir 1mbit cbs 1k pir 2mbit pbs 2k";
+    if (object == "color-map") return head + " " + name + " dscp yellow af12";
+    return head + " " + name + " dst 10.0.0.0/8 profile p";
+  };
+  std::string readme;
+  {
+    std::ifstream file(std::string(TRICOLOR_SOURCE_ROOT) + "/README.md");
+    readme.assign(std::istreambuf_iterator<char>(file), {});
+  }
+  const std::size_t grammar = readme.find("## Command language");
+  ASSERT_NE(grammar, std::string::npos);
+  const std::string block = readme.substr(grammar, readme.find("**Names**", grammar) - grammar);
+  for (std::string_view object : detail::kObjectCommands) {
+    for (std::string_view verb : {"add", "change", "list", "show", "delete"}) {
+      ASSERT_NE(std::find(detail::kObjectVerbs.begin(), detail::kObjectVerbs.end(), verb), detail::kObjectVerbs.end());
+      const std::string line = line_for(object, verb);
+      const auto result = execute(policy, line);
+      EXPECT_TRUE(result.ok()) << line << ": " << (result.ok() ? "" : result.error().message);
+      if (verb == "show" && result.ok()) {
+        EXPECT_TRUE(result->starts_with(std::string(object) + " add ")) << *result;
+      }
+      EXPECT_NE(block.find("\n" + std::string(object) + " " + std::string(verb) + " "), std::string::npos)
+          << "the README's grammar lacks `" << object << " " << verb << "`";
+    }
+  }
+  EXPECT_EQ(detail::kObjectVerbs.size(), 5u);  // the loop above covers every verb of the list
+  for (std::string_view command : detail::kLanguageCommands)
+    EXPECT_NE(block.find("\n" + std::string(command)), std::string::npos) << command;
+}
+
+TEST(LanguageVocabulary, ShowOfOneObjectNamesWhatIsMissing) {
+  Policy policy = must_load(kBaseConfig);
+  const auto shown = execute(policy, "rule show nosuch");
+  ASSERT_FALSE(shown.ok());
+  EXPECT_EQ(shown.error().message, "'nosuch': no such rule");
+  const auto extra = execute(policy, "profile show gold extra");
+  ASSERT_FALSE(extra.ok());
+  const auto verb = execute(policy, "rule sow web");
+  ASSERT_FALSE(verb.ok());
+  EXPECT_EQ(verb.error().message, "'sow': expected add, change, delete, list or show after 'rule'");
 }
 
 }  // namespace

@@ -59,10 +59,10 @@ INSTANTIATE_TEST_SUITE_P(
             "'Profile': unknown command; expected profile, color-map, rule, default or show (keywords are lower-case)"},
         ErrorCase{"  \tfoo bar # comment", "foo",
                   "'foo': unknown command; expected profile, color-map, rule, default or show"},
-        ErrorCase{"profile", "", "after 'profile': expected add, change, delete or list"},
-        ErrorCase{"profile remove gold", "remove", "'remove': expected add, change, delete or list after 'profile'"},
-        ErrorCase{"rule", "", "after 'rule': expected add, change, delete or list"},
-        ErrorCase{"rule move web", "move", "'move': expected add, change, delete or list after 'rule'"},
+        ErrorCase{"profile", "", "after 'profile': expected add, change, delete, list or show"},
+        ErrorCase{"profile remove gold", "remove", "'remove': expected add, change, delete, list or show after 'profile'"},
+        ErrorCase{"rule", "", "after 'rule': expected add, change, delete, list or show"},
+        ErrorCase{"rule move web", "move", "'move': expected add, change, delete, list or show after 'rule'"},
         ErrorCase{"show all", "all", "'all': unexpected after 'show': the command ends there"},
         ErrorCase{"profile list all", "all", "'all': unexpected after 'list': the command ends there"},
         ErrorCase{"rule list all", "all", "'all': unexpected after 'list': the command ends there"},
@@ -381,10 +381,10 @@ std::string quoted(std::string_view token, std::string_view rest) {
 INSTANTIATE_TEST_SUITE_P(
     ColorMaps, LanguageMapError,
     ::testing::Values(
-        ErrorCase{"color-map", "", "after 'color-map': expected add, change, delete or list"},
-        ErrorCase{"color-map remove af", "remove", "'remove': expected add, change, delete or list after 'color-map'"},
+        ErrorCase{"color-map", "", "after 'color-map': expected add, change, delete, list or show"},
+        ErrorCase{"color-map remove af", "remove", "'remove': expected add, change, delete, list or show after 'color-map'"},
         ErrorCase{"color-map Add m dscp red 1", "Add",
-                  "'Add': expected add, change, delete or list after 'color-map' (keywords are lower-case)"},
+                  "'Add': expected add, change, delete, list or show after 'color-map' (keywords are lower-case)"},
         ErrorCase{"Color-map list", "Color-map",
                   "'Color-map': unknown command; expected profile, color-map, rule, default or show (keywords are "
                   "lower-case)"},

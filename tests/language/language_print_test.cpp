@@ -190,11 +190,36 @@ TEST(LanguagePrint, OnlyNonDefaultPartsOfARule) {
 
 TEST(LanguagePrint, ListsAndRangesCompactly) {
   Policy policy = must_load("profile add p srtcm cir 1mbit cbs 1k\n");
-  must_run(policy, {"rule add r port 0,1,65535 sport 7-7,0-65535,9 dport 80,443 dscp 0,df,cs0,10,63 profile p"});
+  must_run(policy, {"rule add r port 0,1,65535 sport 7-7,10-65535,9 dport 80,443 dscp 0,cs1,10,63 profile p"});
   EXPECT_EQ(policy.rules[0].match.src_ports.size(), 3u);
   EXPECT_EQ(print(policy),
             "profile add p srtcm cir 1mbit cbs 1k\n"
-            "rule add r port 0,1,65535 sport 7,0-65535,9 dport 80,443 dscp be,be,be,af11,63 profile p\n");
+            "rule add r port 0,1,65535 sport 7,10-65535,9 dport 80,443 dscp be,cs1,af11,63 profile p\n");
+}
+
+// A list holds each value once, in the order typed: a value (by any of its names) or a port listed
+// twice, or port ranges that overlap, are refused, naming them; nothing is merged behind the
+// operator's back, so `show` still prints what was typed.
+TEST(LanguageErrors, AListNamesEachValueOnce) {
+  Policy policy = must_load("profile add p srtcm cir 1mbit cbs 1k\n");
+  const Policy before = policy;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"rule add r port 1,2,1 profile p", "'1,2,1': port 1 is listed twice; list each once"},
+      {"rule add r dscp 0,df,cs0 profile p", "'0,df,cs0': DSCP 0 is listed twice; list each once"},
+      {"rule add r dport 80,443,80 profile p", "'80,443,80': ports 80 and 80 are the same port; list each once"},
+      {"rule add r sport 7-7,0-65535,9 profile p", "'7-7,0-65535,9': ports 0-65535 and 7 overlap; list each port once"},
+      {"rule add r dport 1024-2048,2048-4096 profile p",
+       "'1024-2048,2048-4096': ports 1024-2048 and 2048-4096 overlap; list each port once"},
+  };
+  for (const auto& [line, message] : cases) {
+    auto result = execute(policy, line);
+    ASSERT_FALSE(result.ok()) << line;
+    EXPECT_EQ(result.error().message, message) << line;
+    EXPECT_EQ(policy, before) << line;
+  }
+  std::string many = "rule add r dport 80";
+  for (int i = 0; i < 50'000; ++i) many += ",80";
+  EXPECT_FALSE(execute(policy, many + " profile p").ok());  // 50 000 copies of a port: refused, not kept
 }
 
 TEST(LanguagePrint, ProfilesWithZeroParametersPrintBack) {
