@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <iostream>
 #include <sstream>
 
@@ -43,10 +44,14 @@ void add_names(std::vector<std::string>& out, const Range& range, Name name) {
 
 // ---- the grammar, as far as completion needs it ----------------------------------------------------
 
-const std::vector<std::string> kCommands{"profile", "color-map", "rule", "default", "show",  "key",
-                                         "stats",   "reset",     "ping", "version", "names", "save",
-                                         "load",    "help",      "quit", "exit"};
-const std::vector<std::string> kVerbs{"add", "change", "delete", "list", "show"};
+// The language's commands, the daemon's, then the shell's own.
+const std::vector<std::string> kCommands = [] {
+  std::vector<std::string> all(detail::kLanguageCommands.begin(), detail::kLanguageCommands.end());
+  all.insert(all.end(), std::begin(protocol::kDaemonCommands), std::end(protocol::kDaemonCommands));
+  for (const char* own : {"help", "quit", "exit"}) all.emplace_back(own);
+  return all;
+}();
+const std::vector<std::string> kVerbs(detail::kObjectVerbs.begin(), detail::kObjectVerbs.end());
 // The clauses of a rule's body (README, "Rules"), in the order show prints them.
 const std::vector<std::string> kClauses{"port",     "vlan",     "src",    "dst",    "proto",  "sport",
                                         "dport",    "dscp",     "profile", "per",   "timeout", "capacity",

@@ -14,6 +14,7 @@
 
 #include "control/language.hpp"
 #include "control/language_internal.hpp"
+#include "control/words.hpp"
 #include "dataplane/key_query.hpp"
 #include "dataplane/keys.hpp"
 #include "policer/quote.hpp"
@@ -193,6 +194,9 @@ protocol::Reply DaemonCommands::handle(const protocol::Request& request, const P
   const std::string& line = request.command;
   const auto words = words_of(line);
   const std::string_view verb = words.empty() ? std::string_view() : words[0].text;
+  // The daemon's commands without arguments take none: a word more is a mistake worth saying.
+  if ((verb == "ping" || verb == "version" || verb == "names") && words.size() > 1)
+    return refused_at(std::string(verb) + ": takes nothing after it", words[1]);
   if (verb == "ping") return ok("pong");
   if (verb == "version") {
     const nlohmann::json version = {{"version", TRICOLOR_VERSION},
@@ -225,6 +229,10 @@ protocol::Reply DaemonCommands::handle(const protocol::Request& request, const P
     return save();
   }
   if (verb == "load") {
+    if (words.size() > 1)
+      return refused_at("load: the policy's text goes in the request's \"text\", not after `load` (tricolorctl load FILE "
+                        "reads the file and sends it)",
+                        words[1]);
     if (!request.text) return refuse(line, Error{"load", "load: the policy's text goes in the request's \"text\""}, line, peer);
     auto next = control::load(*request.text);
     if (!next) return refuse("", next.error(), "load", peer);
@@ -232,7 +240,19 @@ protocol::Reply DaemonCommands::handle(const protocol::Request& request, const P
     if (reply.ok) source_ = "the control socket (load, " + who(peer) + ")";
     return reply;
   }
-  // The command language, on a copy of the running policy.
+  // The command language, on a copy of the running policy; a word that is no command of either is
+  // named with both lists.
+  if (!verb.empty() && !verb.starts_with('#') &&
+      std::find(detail::kLanguageCommands.begin(), detail::kLanguageCommands.end(), verb) ==
+          detail::kLanguageCommands.end()) {
+    std::string daemon;
+    for (std::string_view command : protocol::kDaemonCommands) daemon += (daemon.empty() ? "" : ", ") + std::string(command);
+    return refuse(line,
+                  Error{std::string(verb), quote(verb) + ": unknown command; expected " +
+                                               std::string(detail::kExpectCommand) + " (the language) or " + daemon +
+                                               " (the daemon)"},
+                  line, peer);
+  }
   dataplane::Policy next = engine_.policy();
   auto output = control::execute(next, line);
   if (!output) return refuse(line, output.error(), line, peer);
@@ -362,14 +382,21 @@ protocol::Reply DaemonCommands::keys(const std::string& line, bool json) {
   // key list RULE [top N | all] [by ORDER]
   std::optional<std::size_t> top = 10;
   KeyOrder order = KeyOrder::red_bytes;
+  bool counted = false, ordered = false;  // each part at most once: `top 5 top 6` is a mistake
   for (std::size_t i = 3; i < words.size(); i += 2) {
-    if (words[i].text == "all") {
+    const std::string_view part = words[i].text;
+    if ((part == "all" || part == "top") && counted)
+      return fail("key list: `top N` or `all`, once", words[i]);
+    if (part == "by" && ordered) return fail("key list: `by ORDER`, once", words[i]);
+    if (part == "all") {
       top.reset();
+      counted = true;
       --i;
       continue;
     }
-    if (i + 1 >= words.size() || (words[i].text != "top" && words[i].text != "by"))
+    if (i + 1 >= words.size() || (part != "top" && part != "by"))
       return fail("key list: expected `top N`, `all` or `by ORDER` here", words[i]);
+    (part == "top" ? counted : ordered) = true;
     if (words[i].text == "top") {
       std::size_t n = 0;
       const std::string_view count = words[i + 1].text;

@@ -148,7 +148,8 @@ std::string reply_json(const Reply& reply) {
     }
   } else {
     json error = {{"message", reply.error.message}};
-    if (!reply.error.token.empty()) error["token"] = reply.error.token;
+    // The token locates the mistake (with its column); a long one is cut, not echoed whole.
+    if (!reply.error.token.empty()) error["token"] = reply.error.token.substr(0, kMaxReplyTokenBytes);
     if (reply.error.column) error["column"] = *reply.error.column;
     doc["error"] = std::move(error);
   }

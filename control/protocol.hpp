@@ -32,6 +32,11 @@
 
 namespace tricolor::control::protocol {
 
+// The daemon's own commands, besides the command language's (control/daemon_commands.hpp says what
+// each does): one list for the daemon and tricolorctl's completion.
+inline constexpr std::string_view kDaemonCommands[] = {"key",     "stats", "reset", "ping",
+                                                       "version", "names", "save",  "load"};
+
 inline constexpr std::size_t kHeaderBytes = 4;
 inline constexpr std::uint32_t kMaxRequestFrameBytes = (128u << 20) + (64u << 10);
 inline constexpr std::uint32_t kMaxReplyFrameBytes = 1u << 30;
@@ -78,9 +83,12 @@ struct Request {
 Expected<Request> parse_request(std::string_view payload);
 std::string request_json(const Request& request);
 
+// A reply repeats at most this much of the token at fault.
+inline constexpr std::size_t kMaxReplyTokenBytes = 256;
+
 struct ReplyError {
   std::string message;
-  std::string token;                  // the token at fault, as given; empty when none
+  std::string token;                  // the token at fault, as given (its first 256 bytes); empty when none
   std::optional<std::size_t> column;  // 1-based, in the command line, when known
 };
 

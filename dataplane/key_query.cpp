@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 #include <string>
 
 namespace tricolor::dataplane {
@@ -28,14 +29,23 @@ std::uint64_t measure(const KeyCounters& c, KeyOrder order) noexcept {
   return 0;
 }
 
-// An address with an optional "/prefix" (ignored: the rule's own prefix masks it, so any address
-// inside a key's prefix names that key). Writes 4 or 16 bytes; returns the family (4 or 6), or 0.
+// An address with an optional "/prefix" (a length the family allows, then ignored: the rule's own
+// prefix masks the address, so any address inside a key's prefix names that key). Writes 4 or 16
+// bytes; returns the family (4 or 6), or 0.
 int parse_address(std::string_view text, std::uint8_t* out) {
-  if (const auto slash = text.find('/'); slash != std::string_view::npos) text = text.substr(0, slash);
+  std::optional<unsigned> length;
+  if (const auto slash = text.find('/'); slash != std::string_view::npos) {
+    const std::string_view digits = text.substr(slash + 1);
+    unsigned value = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size()) return 0;
+    length = value;
+    text = text.substr(0, slash);
+  }
   if (text.empty() || text.size() >= INET6_ADDRSTRLEN) return 0;
   const std::string z(text);
-  if (inet_pton(AF_INET, z.c_str(), out) == 1) return 4;
-  if (inet_pton(AF_INET6, z.c_str(), out) == 1) return 6;
+  if (inet_pton(AF_INET, z.c_str(), out) == 1) return !length || *length <= 32 ? 4 : 0;
+  if (inet_pton(AF_INET6, z.c_str(), out) == 1) return !length || *length <= 128 ? 6 : 0;
   return 0;
 }
 
