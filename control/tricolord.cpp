@@ -23,7 +23,11 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <fcntl.h>
 #include <grp.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 #include <sys/stat.h>
@@ -58,9 +62,37 @@ using namespace tricolor::dataplane;
 using control::DaemonOptions;
 
 std::atomic<bool> g_stop_requested{false};  // set by the signal handler
+std::atomic<unsigned> g_ignored_signals{0};  // a bit per signal ignored, said by the control loop
 StopState g_worker_stop;                    // read by the workers
 
 extern "C" void on_stop_signal(int) { g_stop_requested.store(true, std::memory_order_relaxed); }
+extern "C" void on_ignored_signal(int signal) {
+  g_ignored_signals.fetch_or(1u << signal, std::memory_order_relaxed);
+}
+
+// Signals whose default would end the daemon without its final counters and leave its socket and
+// runtime files behind: INT and TERM stop it cleanly; these are ignored and said (SIGHUP does not
+// reload the policy: `tricolorctl load` does); PIPE is ignored silently (a client that went away).
+constexpr int kIgnoredSignals[] = {SIGHUP, SIGUSR1, SIGUSR2, SIGALRM};
+
+void install_signal_handlers() {
+  struct sigaction action {};
+  sigemptyset(&action.sa_mask);
+  action.sa_handler = on_stop_signal;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  action.sa_handler = on_ignored_signal;
+  for (const int signal : kIgnoredSignals) sigaction(signal, &action, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+void say_ignored_signals() {
+  const unsigned seen = g_ignored_signals.exchange(0, std::memory_order_relaxed);
+  for (const int signal : kIgnoredSignals)
+    if ((seen & (1u << signal)) != 0)
+      std::cerr << "tricolord: " << sigabbrev_np(signal) << " received: ignored (SIGINT or SIGTERM stops"
+                << (signal == SIGHUP ? "; `tricolorctl load FILE` replaces the policy" : "") << ")" << std::endl;
+}
 
 void say(const std::string& message) { std::cerr << "tricolord: " << message << std::endl; }
 
@@ -301,9 +333,47 @@ Expected<std::vector<Ring>> make_handoff_rings(std::vector<ForwarderPlan>& plans
   return rings;
 }
 
+// The descriptors the daemon may need at once: the control socket's clients, the metrics listener's
+// connections, and a margin for DPDK (its telemetry, ports, memory files) and the files it opens.
+// The soft limit is raised to the hard one (a shell's default soft limit is 1024).
+void raise_descriptor_limit(std::size_t needed) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < needed)
+    say("warning: the descriptor limit is " + std::to_string(limit.rlim_cur) + ", below the " + std::to_string(needed) +
+        " the control socket's and the metrics listener's connections and DPDK may take at once (ulimit -n, or "
+        "LimitNOFILE= under systemd)");
+}
+
+// The audit log: appended to, created 0640 (it says who changed what), a regular file only (a FIFO
+// would block the daemon, a device is not a log). A file others may read is said, not changed.
+Expected<int> open_audit_log(const std::string& path) {
+  const std::string where = "--audit-log " + quote(path, kQuotePathMaxBytes);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0640);
+  if (fd < 0) return Error{"audit-log", where + ": cannot open it: " + std::strerror(errno)};
+  struct stat status {};
+  if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+    ::close(fd);
+    return Error{"audit-log", where + ": not a regular file"};
+  }
+  ::fcntl(fd, F_SETFL, O_WRONLY | O_APPEND);  // blocking writes from here on: a line is never cut short
+  if ((status.st_mode & S_IRWXO) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(status.st_mode & 07777));
+    say("warning: " + where + " has mode " + mode + ": others may read who changed what (chmod o-rwx)");
+  }
+  return fd;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  install_signal_handlers();  // first: from now on INT and TERM stop cleanly, HUP and the like do not kill
   auto parsed = control::parse_command_line(argc, argv);
   if (!parsed.options) return parsed.exit_status;
   DaemonOptions& o = *parsed.options;
@@ -316,20 +386,29 @@ int main(int argc, char** argv) {
 
   // The control socket, before the EAL: a second daemon on the same socket is refused before it
   // touches a port. Clients that connect now wait until the control loop runs.
-  std::ofstream audit_file;
+  int audit_fd = -1;
   if (!o.audit_log_path.empty()) {
-    audit_file.open(o.audit_log_path, std::ios::app);
-    if (!audit_file) fail(control::kExitUsage, "--audit-log " + quote(o.audit_log_path, kQuotePathMaxBytes) + ": cannot open it");
+    auto opened = open_audit_log(o.audit_log_path);
+    if (!opened) fail(control::kExitUsage, opened.error().message);
+    audit_fd = *opened;
   } else {
     openlog("tricolord", LOG_PID, LOG_DAEMON);
   }
   auto audit = [&](const std::string& line) {
-    if (audit_file.is_open()) audit_file << line << std::endl;
-    else syslog(LOG_NOTICE, "%s", line.c_str());
+    if (audit_fd >= 0) {
+      const std::string text = line + '\n';  // one write: lines of two daemons never interleave
+      if (::write(audit_fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+        say("cannot append to the audit log " + quote(o.audit_log_path, kQuotePathMaxBytes) + ": " + std::strerror(errno));
+    } else {
+      syslog(LOG_NOTICE, "%s", line.c_str());
+    }
     say("audit: " + line);
   };
   control::ServerOptions socket_options;
   socket_options.path = o.socket_path;
+  socket_options.idle_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.socket_idle_timeout_s * 1000));
+  raise_descriptor_limit(socket_options.max_clients + socket_options.reserved_clients +
+                         64 /* the metrics listener's connections */ + 512);
   if (!o.socket_group.empty()) {
     const group* g = getgrnam(o.socket_group.c_str());
     if (g == nullptr) fail(control::kExitUsage, "--socket-group " + quote(o.socket_group) + ": no such group");
@@ -505,13 +584,6 @@ int main(int argc, char** argv) {
       "; " + std::to_string(workers) + (workers == 1 ? " worker on lcore " : " workers on lcores ") +
       lcore_list(worker_lcores) + "; " + std::to_string(mbufs) + " mbufs on socket " + std::to_string(socket));
 
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
-
   std::vector<std::unique_ptr<Forwarder>> forwarders;
   std::vector<const Forwarder*> forwarder_views;
   for (unsigned w = 0; w < workers; ++w) {
@@ -552,6 +624,7 @@ int main(int argc, char** argv) {
     (*server)->poll(kControlPeriod, handle);  // waits up to a period for requests, answers them
     control_calls.run_pending();              // scrapes and telemetry requests
     (*engine)->maintain();
+    say_ignored_signals();
     const double now = elapsed();
     if (o.duration_s > 0 && now >= o.duration_s) break;
     if (o.stats_interval_s > 0 && now >= next_stats) {
@@ -592,5 +665,6 @@ int main(int argc, char** argv) {
   pool->reset();
   engine->reset();
   rte_eal_cleanup();
+  if (audit_fd >= 0) ::close(audit_fd);
   return 0;
 }

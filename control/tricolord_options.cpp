@@ -47,7 +47,9 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
   --dump-keys FILE      at the stop, write every live key (JSON lines: rule, key, worker, counters)
   --socket PATH         the control socket tricolorctl talks to (default /run/tricolor/tricolor.sock)
   --socket-group NAME   who may use it besides root (the file is given to the group, mode 0660)
-  --audit-log FILE      where accepted and refused changes are logged (default: syslog)
+  --socket-idle-timeout S   a control connection with nothing in progress for S seconds is closed
+                        (default 60; tricolorctl connects again by itself)
+  --audit-log FILE      where accepted and refused changes are logged (default: syslog); created 0640
   --metrics ADDR:PORT   serve the counters to Prometheus over HTTP, GET /metrics (off by default;
                         e.g. 127.0.0.1:9400, [::1]:9400, 0.0.0.0:9400 for every interface)
   --placement=none      for tests only: each worker meters what it receives on meters of its own,
@@ -155,6 +157,7 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--socket", o.socket_path, "PATH  the control socket (default /run/tricolor/tricolor.sock)");
   app.add_option("--socket-group", o.socket_group, "NAME  who may use the socket besides root");
   app.add_option("--audit-log", o.audit_log_path, "FILE  accepted and refused changes (default: syslog)");
+  app.add_option("--socket-idle-timeout", o.socket_idle_timeout_s, "S  close control connections idle this long (default 60)");
   std::string metrics;
   app.add_option("--metrics", metrics, "ADDR:PORT  serve GET /metrics (Prometheus) there");
   app.add_option("--dump-keys", o.dump_keys_path, "FILE  every live key at the stop, with its worker (JSON lines)");
@@ -216,6 +219,10 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   }
   if (o.stats_interval_s < 0 || o.duration_s < 0) {
     result.exit_status = usage_error("--stats-interval and --duration take seconds, 0 or more");
+    return result;
+  }
+  if (!(o.socket_idle_timeout_s >= 0.1 && o.socket_idle_timeout_s <= 86400)) {
+    result.exit_status = usage_error("--socket-idle-timeout takes seconds from 0.1 to 86400");
     return result;
   }
   if (o.mtu < 68 || o.rx_descriptors == 0 || o.tx_descriptors == 0) {

@@ -40,6 +40,7 @@ struct DaemonOptions {
   std::string dump_keys_path;         // at the stop: every live key, with the worker that meters it
   std::string socket_path = "/run/tricolor/tricolor.sock";  // the control socket
   std::string socket_group;           // besides root, who may use it (a group name); empty: root only
+  double socket_idle_timeout_s = 60;  // a control connection with nothing in progress is closed after it
   std::string audit_log_path;         // accepted and refused changes; empty: syslog
   std::optional<MetricsAddress> metrics;  // the metrics listener's address; none: off
 };
