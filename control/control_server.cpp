@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -177,10 +178,11 @@ void ControlServer::poll(std::chrono::milliseconds timeout, const Handler& handl
   auto now = Clock::now();
   if (accept_paused_until_ && now >= *accept_paused_until_) {
     accept_paused_until_.reset();
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.fd = listen_fd_;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &event);
+    if (!accept_full_) watch_listener();
+  }
+  if (accept_full_ && active_clients() < options_.max_clients + options_.reserved_clients) {
+    accept_full_ = false;
+    if (!accept_paused_until_) watch_listener();
   }
   epoll_event events[kMaxEvents];
   const int wait_ms = ready_.empty() ? static_cast<int>(timeout.count()) : 0;
@@ -210,6 +212,19 @@ void ControlServer::poll(std::chrono::milliseconds timeout, const Handler& handl
   }
 }
 
+void ControlServer::watch_listener() {
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = listen_fd_;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &event);
+}
+
+std::size_t ControlServer::active_clients() const noexcept {
+  std::size_t active = 0;
+  for (const auto& [fd, client] : clients_) active += client->closing ? 0 : 1;
+  return active;
+}
+
 void ControlServer::note(Closing why, const std::string& line, Clock::time_point now) {
   Noted& noted = noted_[why];
   if (noted.at != Clock::time_point{} && now - noted.at < kNoteEvery) {
@@ -222,6 +237,13 @@ void ControlServer::note(Closing why, const std::string& line, Clock::time_point
 
 void ControlServer::accept_all(Clock::time_point now) {
   for (;;) {
+    // Every slot taken, the reserved ones too: new connections wait in the listen backlog (what they
+    // sent is kept there) until one is closed, rather than being accepted only to be refused.
+    if (active_clients() >= options_.max_clients + options_.reserved_clients) {
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+      accept_full_ = true;
+      return;
+    }
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -248,6 +270,7 @@ void ControlServer::accept_all(Clock::time_point now) {
     std::size_t others = 0, all = 0;
     for (const auto& [other_fd, other] : clients_)
       if (!other->closing) ++all, others += other->privileged ? 0 : 1;
+    // (all < max_clients + reserved_clients here: checked above.)
     clients_.emplace(fd, std::move(owned));
     epoll_event event{};
     event.events = client.watched = EPOLLIN | EPOLLRDHUP;
@@ -259,15 +282,12 @@ void ControlServer::accept_all(Clock::time_point now) {
       refuse(client, Closing::permission,
              "permission denied: uid " + std::to_string(client.peer.uid) + " may not use this socket (root" + group +
                  " only)");
-    } else if (client.privileged ? all >= options_.max_clients + options_.reserved_clients
-                                 : others >= options_.max_clients) {
+    } else if (!client.privileged && others >= options_.max_clients) {
       note(Closing::too_many_clients,
            "refused a connection from " + who(client.peer) + ": " + std::to_string(all) + " clients already", now);
       refuse(client, Closing::too_many_clients,
-             "too many clients: " + std::to_string(options_.max_clients) + " are connected" +
-                 (client.privileged ? " besides the " + std::to_string(options_.reserved_clients) +
-                                          " kept for root"
-                                    : " (" + std::to_string(options_.reserved_clients) + " more are kept for root)"));
+             "too many clients: " + std::to_string(options_.max_clients) + " are connected (" +
+                 std::to_string(options_.reserved_clients) + " more are kept for root)");
     }
     write_replies(client, now);
     settle(client);
@@ -366,7 +386,7 @@ bool ControlServer::serve_one(Client& client, const Handler& handler, Clock::tim
       answer(client, request ? handler(*request, client.peer)
                              : error_reply(request.error().message, request.error().subject));
     }
-    client.last_active = now;
+    client.last_active = Clock::now();  // a request may take a while: idle from its answer on
     return true;
   }
 }
@@ -409,7 +429,7 @@ void ControlServer::write_replies(Client& client, Clock::time_point now) {
     }
     client.written += static_cast<std::size_t>(sent);
     unsent_total_ -= static_cast<std::size_t>(sent);
-    client.last_written = client.last_active = now;
+    client.last_written = client.last_active = std::max(now, client.last_written);
   }
   if (client.unsent() == 0) {
     client.out.clear();

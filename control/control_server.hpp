@@ -10,8 +10,9 @@
 //
 // What one client, or many, can take from the others, and the bound on each (ServerOptions):
 //   - connection slots: max_clients for the group's members; root and the daemon's own user have
-//     reserved_clients more, so a full table never locks the operator out. A refused connection gets
-//     a reply saying why ("closing": "too-many-clients") and is closed.
+//     reserved_clients more, so a full table never locks the operator out. A member's connection
+//     beyond its slots gets a reply saying why ("closing": "too-many-clients") and is closed; once
+//     every slot is taken, reserved ones too, new connections wait in the listen backlog.
 //   - the control thread: one request per client per turn, in turn, so a client that pipelines
 //     thousands of requests delays another's by one request, not by thousands.
 //   - memory for replies: a client's requests are not read while its unsent replies exceed
@@ -102,6 +103,8 @@ class ControlServer {
   void expire(Clock::time_point now);
   void count_pending(Client& client);
   void close_client(int fd);
+  void watch_listener();
+  std::size_t active_clients() const noexcept;  // not being refused
   void note(protocol::Closing why, const std::string& line, Clock::time_point now);
   bool allowed(const Peer& peer) const;
 
@@ -116,6 +119,7 @@ class ControlServer {
   std::size_t unsent_total_ = 0;
   std::size_t pending_total_ = 0;
   std::optional<Clock::time_point> accept_paused_until_;  // out of descriptors: accept later
+  bool accept_full_ = false;  // every slot taken: accept once one is free
   Clock::time_point next_expiry_{};
   struct Noted {
     Clock::time_point at{};

@@ -90,7 +90,7 @@ void say_ignored_signals() {
   const unsigned seen = g_ignored_signals.exchange(0, std::memory_order_relaxed);
   for (const int signal : kIgnoredSignals)
     if ((seen & (1u << signal)) != 0)
-      std::cerr << "tricolord: " << sigabbrev_np(signal) << " received: ignored (SIGINT or SIGTERM stops"
+      std::cerr << "tricolord: SIG" << sigabbrev_np(signal) << " received: ignored (SIGINT or SIGTERM stops"
                 << (signal == SIGHUP ? "; `tricolorctl load FILE` replaces the policy" : "") << ")" << std::endl;
 }
 
