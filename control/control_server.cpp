@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <sstream>
 #include <vector>
 
@@ -383,8 +384,15 @@ bool ControlServer::serve_one(Client& client, const Handler& handler, Clock::tim
                                  "run; try again"));
     } else {
       auto request = protocol::parse_request(*frame);
-      answer(client, request ? handler(*request, client.peer)
-                             : error_reply(request.error().message, request.error().subject));
+      if (!request) {
+        answer(client, error_reply(request.error().message, request.error().subject));
+      } else {
+        try {
+          answer(client, handler(*request, client.peer));
+        } catch (const std::bad_alloc&) {  // a reply too large for the memory left: the daemon goes on
+          answer(client, error_reply("the daemon could not answer: out of memory"));
+        }
+      }
     }
     client.last_active = Clock::now();  // a request may take a while: idle from its answer on
     return true;
