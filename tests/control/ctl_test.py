@@ -118,9 +118,14 @@ def save_checks(workdir):
         expect("save with a link at PATH.tmp and a FIFO at PATH~: written, neither touched",
                code == 0 and open(fixed).read() == shown and open(target).read() == "precious\n" and
                os.path.islink(fixed + ".tmp") and stat.S_ISFIFO(os.stat(fixed + "~").st_mode), (code, out, err))
+        other = os.path.join(opendir, "other.policy")
+        os.mkfifo(other + ".tmp")
+        code, out, err = ctl(sock, "save", other, timeout=10)
+        expect("save with a FIFO at PATH.tmp: written without blocking, the FIFO untouched",
+               code == 0 and open(other).read() == shown and stat.S_ISFIFO(os.stat(other + ".tmp").st_mode), (code, out, err))
         expect("... no temporary file left", sorted(os.listdir(opendir)) ==
-               sorted(["shadow", "link.policy", "null", "fifo", "fixed.policy", "fixed.policy.tmp", "fixed.policy~"]),
-               os.listdir(opendir))
+               sorted(["shadow", "link.policy", "null", "fifo", "fixed.policy", "fixed.policy.tmp", "fixed.policy~",
+                       "other.policy", "other.policy.tmp"]), os.listdir(opendir))
 
         code, out, err = ctl(sock, "save", "mine.policy", user=NOBODY, cwd=opendir)
         mine = os.path.join(opendir, "mine.policy")
