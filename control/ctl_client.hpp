@@ -70,7 +70,7 @@ class CtlClient {
   Expected<bool> reconnect();
   Expected<Answer> exchange(std::string_view request_json, std::chrono::steady_clock::time_point deadline,
                             std::chrono::milliseconds timeout);
-  // Feeds bytes received to the reader; true once it holds a whole frame (in `payload`).
+  // Feeds bytes received to the reader: a whole frame goes to `payload`, the bytes after it to unread_.
   void feed(std::string_view bytes, std::optional<std::string>& payload);
 
   int fd_ = -1;
