@@ -11,6 +11,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "control/language_internal.hpp"
+#include "control/terminal_text.hpp"
 #include "control/words.hpp"
 
 namespace tricolor::control {
@@ -32,9 +34,14 @@ std::vector<std::string> split(std::string_view line) {
   return words;
 }
 
-bool blank_or_comment(std::string_view line) {
-  const auto first = line.find_first_not_of(" \t\r\n");
-  return first == std::string_view::npos || line[first] == '#';
+bool blank_or_comment(std::string_view line) { return detail::tokenize(line).empty(); }
+
+// A name completion may offer: printable ASCII without spaces (the language's names are such).
+bool plain_word(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte > ' ' && byte < 0x7f;
+  });
 }
 
 template <class Range, class Name>
@@ -160,34 +167,42 @@ Candidates next_words(std::span<const std::string> before, const std::function<N
   return c;
 }
 
-Names fetch_names(CtlClient& client, std::chrono::milliseconds timeout) {
+Expected<Names> fetch_names(CtlClient& client, std::chrono::milliseconds timeout) {
   Names names;
   protocol::Request request{.command = "names", .text = std::nullopt, .json = true};
   auto answer = client.call(request, timeout);
-  if (!answer) return names;
+  if (!answer) return answer.error();
   if (answer->reply.ok) {
-    const auto result = nlohmann::json::parse(answer->reply.result_json, nullptr, false);
-    const auto list = [&](const char* key, std::vector<std::string>& out) {
-      if (!result.is_object() || !result.contains(key) || !result[key].is_array()) return;
-      for (const auto& name : result[key])
-        if (name.is_string()) out.push_back(name.get<std::string>());
-    };
-    list("rules", names.rules);
-    list("profiles", names.profiles);
-    list("color_maps", names.color_maps);
+    const auto result = nlohmann::json::parse(answer->reply.result_json, nullptr, /*allow_exceptions=*/false);
+    if (!result.is_object()) return broken_reply("names without a JSON object");
+    for (const auto& [key, out] : {std::pair{"rules", &names.rules}, std::pair{"profiles", &names.profiles},
+                                   std::pair{"color_maps", &names.color_maps}}) {
+      const auto list = result.find(key);
+      if (list == result.end()) continue;  // a daemon without color maps, say
+      if (!list->is_array()) return broken_reply(std::string("names: ") + key + " is not a list");
+      for (const auto& name : *list) {
+        if (!name.is_string()) return broken_reply(std::string("names: ") + key + " holds a name that is not a string");
+        if (plain_word(name.get_ref<const std::string&>())) out->push_back(name.get<std::string>());
+      }
+    }
     return names;
   }
   // A daemon without `names`: the listings print `KIND add NAME ...`, one a line.
+  std::optional<Error> failed;
   const auto listed = [&](const char* command, std::vector<std::string>& out) {
+    if (failed) return;
     auto listing = client.call(protocol::Request{.command = command, .text = std::nullopt, .json = false}, timeout);
+    if (!listing) failed = listing.error();
     if (!listing || !listing->reply.ok) return;
     std::istringstream lines(listing->reply.output);
     for (std::string line; std::getline(lines, line);)
-      if (const auto words = split(line); words.size() >= 3 && words[1] == "add") out.push_back(words[2]);
+      if (const auto words = split(line); words.size() >= 3 && words[1] == "add" && plain_word(words[2]))
+        out.push_back(words[2]);
   };
   listed("rule list", names.rules);
   listed("profile list", names.profiles);
   listed("color-map list", names.color_maps);
+  if (failed) return *failed;
   return names;
 }
 
@@ -199,23 +214,18 @@ constexpr int kHistoryLines = 1000;
 constexpr std::string_view kHelp =
     "Commands: the command language (profile, color-map, rule: add, change, delete, list, show; default;\n"
     "show), key list RULE [top N by COLUMN], key show RULE KEY, stats, reset counters, names, version, ping,\n"
-    "save FILE (written by tricolord), load FILE (read here, installed whole or not at all).\n"
+    "save FILE (written here, as you), load FILE (read here, installed whole or not at all).\n"
     "TAB completes keywords and names; up and down recall earlier lines; quit, exit or Ctrl-D leave.\n";
 
 // One line sent and its reply printed. Returns the status of that line.
 int run_line(CtlClient& client, std::string_view line, const ShellOptions& options, std::string_view where) {
   auto request = request_for_line(line, options.json);
   if (!request) {
-    std::cerr << "tricolorctl: " << where << request.error().message << '\n';
+    std::cerr << "tricolorctl: " << where << terminal_text(request.error().message) << '\n';
     return kExitUsage;
   }
-  auto answer = client.call(*request, options.timeout);
-  if (!answer) {
-    std::cerr << "tricolorctl: " << where << "tricolord is gone: " << answer.error().message << '\n';
-    return kExitUnreachable;
-  }
-  if (!answer->reply.ok && !where.empty() && !options.json) answer->reply.error.message.insert(0, where);
-  return print_answer(*answer, *request, options.json, std::cout, std::cerr);
+  const PrintOptions printing{.json = options.json, .timeout = options.timeout, .where = where, .gone = "tricolord is gone: "};
+  return send_and_print(client, *request, printing, std::cout, std::cerr);
 }
 
 bool leaves(std::string_view line) {
@@ -228,6 +238,7 @@ struct Completion {
   CtlClient* client = nullptr;
   std::chrono::milliseconds timeout{};
   std::vector<std::string> matches;  // of the word being completed, for the generator
+  std::optional<Error> failed;       // asking for names failed: the shell ends once the line is read
 } completion;
 
 char* next_match(const char* /*text*/, int state) {
@@ -240,7 +251,15 @@ char* next_match(const char* /*text*/, int state) {
 char** complete(const char* text, int start, int /*end*/) {
   const std::string word = text;
   const auto before = split(std::string_view(rl_line_buffer, static_cast<std::size_t>(std::max(start, 0))));
-  const Candidates candidates = next_words(before, [] { return fetch_names(*completion.client, completion.timeout); });
+  const Candidates candidates = next_words(before, [] {
+    if (completion.failed) return Names{};
+    auto names = fetch_names(*completion.client, completion.timeout);
+    if (!names) {
+      completion.failed = names.error();
+      return Names{};
+    }
+    return std::move(*names);
+  });
   if (candidates.files) return nullptr;  // the line editor's own completion: file names
   rl_attempted_completion_over = 1;
   completion.matches.clear();
@@ -259,7 +278,7 @@ std::string history_file() {
 }  // namespace
 
 int run_shell(CtlClient& client, const ShellOptions& options) {
-  completion = Completion{&client, options.timeout, {}};
+  completion = Completion{&client, options.timeout, {}, std::nullopt};
   rl_readline_name = const_cast<char*>("tricolorctl");
   rl_attempted_completion_function = complete;
   using_history();
@@ -276,6 +295,11 @@ int run_shell(CtlClient& client, const ShellOptions& options) {
     }
     std::string line = raw;
     std::free(raw);
+    if (completion.failed) {  // a TAB's question went unanswered: the connection is gone or broken
+      std::cerr << "tricolorctl: tricolord is gone: " << terminal_text(completion.failed->message) << '\n';
+      status = kExitUnreachable;
+      break;
+    }
     line.erase(line.find_last_not_of(" \t") + 1);  // a completion's trailing space is not kept in history
     if (blank_or_comment(line)) continue;
     if (line != previous) {

@@ -5,9 +5,10 @@
 // The shell edits lines with libedit: history kept in ~/.tricolorctl_history (TRICOLORCTL_HISTORY
 // names another file), TAB completes the language's keywords where they may come and the names of
 // rules, profiles and color maps where a name belongs (asked of the daemon at each TAB, so they are
-// never stale). Each line is sent as tricolorctl sends one command (`load FILE` reads the file here);
-// a refused one prints its error and caret and the shell goes on. quit, exit or Ctrl-D leave (status
-// 0); a daemon gone leaves with status 3.
+// never stale; names that are not plain printable words are not offered). Each line is sent as
+// tricolorctl sends one command (`load FILE` reads the file here, `save FILE` writes it here); a
+// refused one prints its error and caret and the shell goes on. quit, exit or Ctrl-D leave (status
+// 0); a daemon gone, or a broken reply (one to a TAB's question included), leaves with status 3.
 #include <chrono>
 #include <functional>
 #include <iosfwd>
@@ -50,7 +51,9 @@ struct Candidates {
 Candidates next_words(std::span<const std::string> before, const std::function<Names()>& names);
 
 // The names the daemon has: from the command `names`, or, from a daemon without it, from the
-// listings (rule list, profile list, color-map list). Empty when it cannot be asked.
-Names fetch_names(CtlClient& client, std::chrono::milliseconds timeout);
+// listings (rule list, profile list, color-map list). An error when it cannot be asked or its reply is
+// broken (a result that is not lists of strings). Names that hold anything but printable ASCII other
+// than spaces are left out: a completion would put them on the operator's terminal and line.
+Expected<Names> fetch_names(CtlClient& client, std::chrono::milliseconds timeout);
 
 }  // namespace tricolor::control

@@ -10,11 +10,16 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <limits>
+#include <sstream>
 #include <unordered_map>
+
+#include "control/terminal_text.hpp"
 
 namespace tricolor::control {
 
@@ -44,34 +49,70 @@ struct Sample {
   std::uint64_t live_keys = 0;  // keys: the rule's live keys, all of them
 };
 
-std::uint64_t count(const json& object, const std::string& field) {
+// The daemon's replies are read with accessors that do not throw: a reply that is not what it should
+// be is "a broken reply" (exit status 3), never an exception out of top.
+
+// A counter of `object`: absent is 0 (a key's listing has no dropped counters, an older daemon may
+// lack one), anything but an unsigned number is a broken reply.
+std::optional<Error> read_count(const json& object, std::string_view field, std::string_view what, std::uint64_t& out) {
   const auto it = object.find(field);
-  return it != object.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
+  if (it == object.end()) return std::nullopt;
+  if (!it->is_number_unsigned())
+    return broken_reply(std::string(what) + ": " + std::string(field) + " is not a count");
+  out = it->get<std::uint64_t>();
+  return std::nullopt;
 }
 
 Expected<json> parse_result(const Answer& answer, std::string_view what) {
-  json doc = json::parse(answer.reply.result_json, nullptr, false);
-  if (!doc.is_object()) return Error{"", "a broken reply from tricolord: " + std::string(what) + " without a JSON result"};
+  json doc = json::parse(answer.reply.result_json, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return broken_reply(std::string(what) + " without a JSON result");
   return doc;
+}
+
+// The list `field` of the result, or why it is not one.
+Expected<const json*> list_of(const json& doc, std::string_view field, std::string_view what) {
+  const auto it = doc.find(field);
+  if (it == doc.end() || !it->is_array()) return broken_reply(std::string(what) + " without a list of " + std::string(field));
+  return &*it;
+}
+
+// A row of `item` (a rule of stats, or a key of key list): its name in `label`, the counters of
+// `counters` colors.
+Expected<Row> parse_row(const json& item, std::string_view label, std::size_t counters, std::string_view what) {
+  if (!item.is_object()) return broken_reply(std::string(what) + ": an entry that is not an object");
+  const auto name = item.find(label);
+  if (name == item.end() || !name->is_string())
+    return broken_reply(std::string(what) + ": an entry whose " + std::string(label) + " is not a string");
+  Row row;
+  row.name = name->get<std::string>();
+  for (std::size_t c = 0; c < counters; ++c) {
+    const std::string color(kCounterNames[c]);
+    if (auto bad = read_count(item, color + "_packets", what, row.packets[c])) return *bad;
+    if (auto bad = read_count(item, color + "_bytes", what, row.bytes[c])) return *bad;
+  }
+  return row;
 }
 
 Expected<Sample> parse_stats(const Answer& answer) {
   auto doc = parse_result(answer, "stats");
   if (!doc) return doc.error();
-  if (!doc->contains("elapsed_s") || !(*doc)["elapsed_s"].is_number() || !doc->contains("rules") ||
-      !(*doc)["rules"].is_array())
-    return Error{"", "a broken reply from tricolord: stats without elapsed_s or rules"};
+  const auto elapsed = doc->find("elapsed_s");
+  if (elapsed == doc->end() || !elapsed->is_number() || !std::isfinite(elapsed->get<double>()))
+    return broken_reply("stats without elapsed_s");
+  auto rules = list_of(*doc, "rules", "stats");
+  if (!rules) return rules.error();
   Sample sample;
-  sample.at_s = (*doc)["elapsed_s"].get<double>();
-  for (const json& rule : (*doc)["rules"]) {
-    Row row;
-    row.name = rule.value("name", std::string("?"));
-    for (std::size_t c = 0; c < kCounters; ++c) {
-      row.packets[c] = count(rule, std::string(kCounterNames[c]) + "_packets");
-      row.bytes[c] = count(rule, std::string(kCounterNames[c]) + "_bytes");
+  sample.at_s = elapsed->get<double>();
+  for (const json& rule : **rules) {
+    auto row = parse_row(rule, "name", kCounters, "stats");
+    if (!row) return row.error();
+    if (const auto keys = rule.find("keys"); keys != rule.end()) {
+      std::uint64_t live = 0;
+      if (!keys->is_object()) return broken_reply("stats: a rule whose keys is not an object");
+      if (auto bad = read_count(*keys, "live", "stats", live)) return *bad;
+      row->live_keys = live;
     }
-    if (const auto keys = rule.find("keys"); keys != rule.end() && keys->is_object()) row.live_keys = count(*keys, "live");
-    sample.rows.push_back(std::move(row));
+    sample.rows.push_back(std::move(*row));
   }
   return sample;
 }
@@ -79,20 +120,21 @@ Expected<Sample> parse_stats(const Answer& answer) {
 Expected<Sample> parse_keys(const Answer& answer, double at_s) {
   auto doc = parse_result(answer, "key list");
   if (!doc) return doc.error();
-  if (!doc->contains("keys") || !(*doc)["keys"].is_array())
-    return Error{"", "a broken reply from tricolord: key list without keys"};
+  auto keys = list_of(*doc, "keys", "key list");
+  if (!keys) return keys.error();
   Sample sample;
   sample.at_s = at_s;
-  sample.live_keys = count(*doc, "live_keys");
-  for (const json& key : (*doc)["keys"]) {
-    Row row;
-    row.name = key.value("key", std::string("?"));
-    if (key.contains("worker") && key["worker"].is_number_unsigned()) row.worker = key["worker"].get<unsigned>();
-    for (std::size_t c = kGreen; c <= kRed; ++c) {  // a key's drops are its red packets (or not): not listed
-      row.packets[c] = count(key, std::string(kCounterNames[c]) + "_packets");
-      row.bytes[c] = count(key, std::string(kCounterNames[c]) + "_bytes");
+  if (auto bad = read_count(*doc, "live_keys", "key list", sample.live_keys)) return *bad;
+  for (const json& key : **keys) {
+    // A key's drops are its red packets (or not): not listed.
+    auto row = parse_row(key, "key", kDropped, "key list");
+    if (!row) return row.error();
+    if (const auto worker = key.find("worker"); worker != key.end()) {
+      if (!worker->is_number_unsigned() || worker->get<std::uint64_t>() > std::numeric_limits<unsigned>::max())
+        return broken_reply("key list: a key whose worker is not a worker's number");
+      row->worker = worker->get<unsigned>();
     }
-    sample.rows.push_back(std::move(row));
+    sample.rows.push_back(std::move(*row));
   }
   return sample;
 }
@@ -160,7 +202,7 @@ std::optional<double> number(const Column& column, const Rates& r) {
 }
 
 std::string cell(const Column& column, const Rates& r) {
-  if (column.kind == Column::label) return r.row->name;
+  if (column.kind == Column::label) return terminal_text(r.row->name);  // the daemon's text: made safe
   const auto value = number(column, r);
   if (!value) return "-";
   if (column.kind == Column::worker || column.kind == Column::keys) return std::to_string(static_cast<std::uint64_t>(*value));
@@ -331,24 +373,26 @@ int run_top(CtlClient& client, const TopOptions& options, bool json_output, std:
   protocol::Request request{.command = "stats", .text = std::nullopt, .json = true};
   if (mode == Mode::keys) request.command = "key list " + options.rule + " top " + std::to_string(options.keys) + " by red-bytes";
 
-  // One sample; a refusal or a daemon gone ends top with its status.
+  // One sample; a refusal or a daemon gone ends top with its status. Its message is printed once the
+  // terminal is restored (on the alternate screen it would vanish with it).
   int status = kExitDone;
+  std::ostringstream failure;
   const auto take = [&]() -> std::optional<Sample> {
     const double sent = client_seconds();
     auto answer = client.call(request, timeout);
     if (!answer) {
-      std::cerr << "tricolorctl: " << answer.error().message << '\n';
+      failure << "tricolorctl: " << terminal_text(answer.error().message) << '\n';
       status = kExitUnreachable;
       return std::nullopt;
     }
     if (!answer->reply.ok) {
-      status = print_answer(*answer, request, false, std::cout, std::cerr);
+      status = print_answer(*answer, request.command, false, failure, failure);
       return std::nullopt;
     }
     // A key listing carries no time: the middle of the round trip is the client's best guess of it.
     auto sample = mode == Mode::rules ? parse_stats(*answer) : parse_keys(*answer, (sent + client_seconds()) / 2);
     if (!sample) {
-      std::cerr << "tricolorctl: " << sample.error().message << '\n';
+      failure << "tricolorctl: " << terminal_text(sample.error().message) << '\n';
       status = kExitUnreachable;
       return std::nullopt;
     }
@@ -385,7 +429,8 @@ int run_top(CtlClient& client, const TopOptions& options, bool json_output, std:
       doc["interval_s"] = seconds;
       ordered& list = doc[mode == Mode::rules ? "rules" : "keys"] = ordered::array();
       for (const Rates& r : rows) list.push_back(json_rates(mode, r));
-      std::cout << doc.dump() << '\n' << std::flush;
+      // ASCII only: a name's DEL, C1 or bidi controls as \uXXXX.
+      std::cout << doc.dump(-1, ' ', /*ensure_ascii=*/true, ordered::error_handler_t::replace) << '\n' << std::flush;
     } else {
       char title[256];
       if (mode == Mode::rules)
@@ -393,7 +438,7 @@ int run_top(CtlClient& client, const TopOptions& options, bool json_output, std:
                       rows.size(), seconds, now->at_s, sort ? ", sorted by " : "", sort ? sort->name.c_str() : "");
       else
         std::snprintf(title, sizeof title, "tricolor top: rule %s, %llu live keys, top %zu by red bytes, rates over %.2f s%s%s",
-                      options.rule.c_str(), static_cast<unsigned long long>(now->live_keys), options.keys, seconds,
+                      terminal_text(options.rule).c_str(), static_cast<unsigned long long>(now->live_keys), options.keys, seconds,
                       sort ? ", sorted by " : "", sort ? sort->name.c_str() : "");
       if (terminal) {
         const std::size_t fit = screen->rows() > 4 ? screen->rows() - 4 : 1;
@@ -405,6 +450,7 @@ int run_top(CtlClient& client, const TopOptions& options, bool json_output, std:
     before = std::move(now);
   }
   screen.reset();
+  std::cerr << failure.str() << std::flush;
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
   return status;

@@ -1,17 +1,21 @@
 // tricolorctl: tricolord's command-line client, over the control socket (control/protocol.hpp):
 //   tricolorctl [--socket PATH] [--json] COMMAND...     one command, e.g. tricolorctl rule change web profile silver
 //   tricolorctl load FILE                               a whole policy, installed whole or not at all
+//   tricolorctl save FILE                               the running policy, written here as the user who runs this
 //   tricolorctl                                         an interactive shell (stdin a terminal), or the
 //                                                       commands of stdin one a line (tricolorctl < script)
 //   tricolorctl top [--rule NAME] [--sort COLUMN] ...   live rates per rule (or per key) and color
 // Exit status, for scripts (control/ctl_client.hpp): 0 done; 1 the command line is wrong; 2 tricolord
 // refused the command (the message says why, with a caret under the token at fault); 3 tricolord could
-// not be reached or answered nothing that makes sense (not running, no permission, gone, a broken reply).
+// not be reached or answered nothing that makes sense (not running, no permission, refusing connections,
+// gone, a broken reply).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -19,19 +23,34 @@
 #include "control/ctl_client.hpp"
 #include "control/ctl_shell.hpp"
 #include "control/ctl_top.hpp"
+#include "control/terminal_text.hpp"
 
 namespace {
 
 using namespace tricolor::control;
 
 int unreachable(const std::string& message) {
-  std::cerr << "tricolorctl: " << message << '\n';
+  std::cerr << "tricolorctl: " << terminal_text(message) << '\n';
   return kExitUnreachable;
 }
 
 int usage(const std::string& message) {
-  std::cerr << "tricolorctl: " << message << '\n';
+  std::cerr << "tricolorctl: " << terminal_text(message) << '\n';
   return kExitUsage;
+}
+
+// --timeout: from a millisecond (what poll() counts in) to a day (longer than any reply takes, far
+// from where seconds * 1000 stops fitting the milliseconds' integer).
+constexpr double kMinTimeoutS = 0.001, kMaxTimeoutS = 86'400;
+// top --interval: as its option says.
+constexpr double kMinIntervalS = 0.05, kMaxIntervalS = 3'600;
+
+// A finite number of seconds within [min, max], or the usage error that names the range.
+std::string check_seconds(const char* option, double value, double min, double max) {
+  if (std::isfinite(value) && value >= min && value <= max) return {};
+  char text[160];
+  std::snprintf(text, sizeof text, "%s: seconds from %g to %g, not %g", option, min, max, value);
+  return text;
 }
 
 }  // namespace
@@ -49,7 +68,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> words;
   app.add_option("--socket", socket_path, "tricolord's control socket (default /run/tricolor/tricolor.sock)");
   app.add_flag("--json", json, "print replies as JSON (for scripts); with top, one JSON object per refresh");
-  app.add_option("--timeout", timeout_s, "seconds to wait for a reply (default 30)")->check(CLI::PositiveNumber);
+  app.add_option("--timeout", timeout_s, "seconds to wait for a reply, 0.001 to 86400 (default 30)");
   app.add_flag("--prometheus", prometheus,
                "with stats: every counter in Prometheus's text format, from the daemon's start (as its /metrics)");
   app.add_flag("--keep-going", keep_going,
@@ -62,8 +81,7 @@ int main(int argc, char** argv) {
   TopOptions top;
   auto* group = app.add_option_group("top", "tricolorctl top: live rates per rule and color, refreshed");
   std::vector<CLI::Option*> top_flags{
-      group->add_option("--interval", top.interval_s, "seconds between refreshes (default 1)")
-          ->check(CLI::Range(0.05, 3600.0)),
+      group->add_option("--interval", top.interval_s, "seconds between refreshes, 0.05 to 3600 (default 1)"),
       group->add_option("--rule", top.rule, "a per-key rule: its keys (top --keys by red bytes) instead of the rules"),
       group->add_option("--keys", top.keys, "with --rule: how many keys (default 20)")->check(CLI::Range(1, 100000)),
       group->add_option("--sort", top.sort, "the column to sort by: numbers descending, names ascending (default: the daemon's order)"),
@@ -76,7 +94,11 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
   if (const std::string bad = CtlClient::check_path(socket_path); !bad.empty()) return usage(bad);
-  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
+  if (const std::string bad = check_seconds("--timeout", timeout_s, kMinTimeoutS, kMaxTimeoutS); !bad.empty())
+    return usage(bad);
+  if (const std::string bad = check_seconds("--interval", top.interval_s, kMinIntervalS, kMaxIntervalS); !bad.empty())
+    return usage(bad);
+  const auto timeout = std::chrono::milliseconds(std::llround(timeout_s * 1000));
 
   const bool is_top = !words.empty() && words.front() == "top";
   if (!is_top)
@@ -88,7 +110,6 @@ int main(int argc, char** argv) {
     if (json) return usage("--prometheus or --json: one format");
     words.emplace_back("prometheus");  // the daemon's `stats prometheus`
   }
-  if (!is_top && !words.empty() && words.front() == "load" && words.size() != 2) return usage("load FILE: one policy file");
 
   if (is_top) {
     if (const std::string bad = check_top_options(top); !bad.empty()) return usage(bad);
@@ -105,13 +126,9 @@ int main(int argc, char** argv) {
 
   // One command. A file to load is read before connecting: a wrong path is the operator's mistake,
   // whatever the daemon's state.
-  std::string line;
-  for (const std::string& word : words) line += (line.empty() ? "" : " ") + word;
-  auto request = request_for_line(line, json);
+  auto request = request_for_words(words, json);
   if (!request) return usage(request.error().message);
   auto client = CtlClient::connect(socket_path);
   if (!client) return unreachable(client.error().message);
-  auto answer = client->call(*request, timeout);
-  if (!answer) return unreachable(answer.error().message);
-  return print_answer(*answer, *request, json, std::cout, std::cerr);
+  return send_and_print(*client, *request, PrintOptions{.json = json, .timeout = timeout, .where = "", .gone = ""}, std::cout, std::cerr);
 }

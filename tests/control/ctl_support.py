@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-build_root = sys.argv[1]
+build_root = os.path.abspath(sys.argv[1])  # absolute: a test may run a program in another folder
 tricolord = os.path.join(build_root, "control", "tricolord")
 tricolorctl = os.path.join(build_root, "control", "tricolorctl")
 tricolor_replay = os.path.join(build_root, "control", "tricolor-replay")
@@ -39,13 +39,13 @@ def finish():
     print("all checks passed")
 
 
-def ctl(sock, *words, user=None, stdin=None, timeout=30):
-    """tricolorctl --socket SOCK WORDS... (as `user` through setpriv, or with `stdin`): (status, out, err)."""
+def ctl(sock, *words, user=None, stdin=None, timeout=30, cwd=None):
+    """tricolorctl --socket SOCK WORDS... (as `user` through setpriv, or with `stdin`, in `cwd`): (status, out, err)."""
     argv = [tricolorctl, "--socket", sock, *words]
     if user:
         argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=stdin,
-                       stdin=None if stdin is not None else subprocess.DEVNULL)
+                       stdin=None if stdin is not None else subprocess.DEVNULL, cwd=cwd)
     return r.returncode, r.stdout, r.stderr
 
 

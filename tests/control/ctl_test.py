@@ -4,6 +4,12 @@ whole or not at all, errors with the token and a caret, load of a file with an e
 nothing, save that loads back, peers that may not use the socket, clients that vanish mid-request or
 send too much, 100 clients at once, the audit log, and the daemon that is not running.
 
+Issue 21: `save FILE` written by tricolorctl as the user who runs it (a daemon whose socket the group
+nogroup may use, and tricolorctl as nobody): a root-only file nobody cannot replace, a symbolic link, a
+device node, a FIFO, a fixed PATH.tmp name, a relative path, the mode and owner kept; and a `load` of
+a policy of 64 MiB full of quotes and backslashes, whose request (about 128 MiB) fits the frame limit
+(its time and memory printed).
+
 tricolord runs on net_null ports (no packets needed here), --no-huge, lcores 0,1, its own
 --file-prefix and socket; it ends by itself (--duration) if this test dies.
 
@@ -12,13 +18,16 @@ Run by meson: ctl_test.py BUILD_ROOT.
 import concurrent.futures
 import json
 import os
+import subprocess
 import socket
+import stat
 import struct
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ctl_support import POLICY, ctl, expect, finish, start_daemon, stop_daemon, wait_for  # noqa: E402
+from ctl_support import POLICY, ctl, expect, finish, start_daemon, stop_daemon, tricolorctl, wait_for  # noqa: E402
 
 
 
@@ -40,9 +49,147 @@ def raw_reply(conn):
     return json.loads(body)
 
 
-def start(workdir, sock, name):
+def start(workdir, sock, name, extra=()):
     return start_daemon(f"ctl-{name}", os.path.join(workdir, "p.policy"), sock,
-                        extra=["--audit-log", os.path.join(workdir, "audit.log")])
+                        extra=["--audit-log", os.path.join(workdir, "audit.log"), *extra])
+
+
+NOBODY = 65534  # and its group, nogroup
+
+
+def save_checks(workdir):
+    """tricolorctl save FILE against a daemon that nogroup may use: the file is written by tricolorctl,
+    as the user who runs it, and never through a link, into a device or a FIFO."""
+    sock = os.path.join(workdir, "save.sock")
+    daemon = start(workdir, sock, "save", extra=["--socket-group", "nogroup"])
+    try:
+        expect("save: the daemon answers ping", wait_for(sock, daemon))
+        shown = ctl(sock, "show")[1]
+        rootdir = os.path.join(workdir, "root-only")  # root's, 0755: nobody may not create a file in it
+        opendir = os.path.join(workdir, "open")       # 0777: nobody may
+        os.mkdir(rootdir, 0o755)
+        os.mkdir(opendir)
+        os.chmod(opendir, 0o777)
+
+        # A root-only 0600 file: nobody may not replace it, even where nobody may create files (the
+        # rename would need only the directory's permission).
+        for folder in (rootdir, opendir):
+            secret = os.path.join(folder, "shadow")
+            with open(secret, "w") as f:
+                f.write("root:secret\n")
+            os.chmod(secret, 0o600)
+            before = sorted(os.listdir(folder))
+            code, out, err = ctl(sock, "save", secret, user=NOBODY)
+            expect(f"save as nobody over a root-only 0600 file (in {os.path.basename(folder)}): refused, status 1, said why",
+                   code == 1 and "cannot write it: Permission denied; not replaced" in err, (code, out, err))
+            expect("... the file unchanged, nothing else written there", open(secret).read() == "root:secret\n" and
+                   os.stat(secret).st_uid == 0 and sorted(os.listdir(folder)) == before, (sorted(os.listdir(folder)), before))
+        code, out, err = ctl(sock, "save", os.path.join(rootdir, "new.policy"), user=NOBODY)
+        expect("save as nobody of a new file in root's folder: refused, status 1, nothing written",
+               code == 1 and "cannot create a file in its directory" in err and "Permission denied" in err and
+               os.listdir(rootdir) == ["shadow"], (code, err, os.listdir(rootdir)))
+
+        target = os.path.join(workdir, "target")
+        with open(target, "w") as f:
+            f.write("precious\n")
+        link = os.path.join(opendir, "link.policy")
+        os.symlink(target, link)
+        code, _, err = ctl(sock, "save", link)
+        expect("save (as root) to a symbolic link: refused, status 1", code == 1 and "is a symbolic link: not replaced" in err,
+               (code, err))
+        expect("... its target unchanged, the link still a link", open(target).read() == "precious\n" and
+               os.path.islink(link), open(target).read())
+        device = os.path.join(opendir, "null")
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        for path, kind in [(device, "a character device"), ("/dev/null", "a character device")]:
+            code, _, err = ctl(sock, "save", path)
+            expect(f"save to {path}: refused as {kind}", code == 1 and f"is {kind}: not replaced" in err, (code, err))
+        expect("... the node still a device", stat.S_ISCHR(os.stat(device).st_mode))
+        fifo = os.path.join(opendir, "fifo")
+        os.mkfifo(fifo)
+        code, _, err = ctl(sock, "save", fifo, timeout=10)
+        expect("save to a FIFO: refused without blocking", code == 1 and "is a FIFO: not replaced" in err, (code, err))
+
+        # A link or a FIFO at a fixed temporary name is left alone: the temporary file's name is random.
+        fixed = os.path.join(opendir, "fixed.policy")
+        os.symlink(target, fixed + ".tmp")
+        os.mkfifo(fixed + "~")
+        code, out, err = ctl(sock, "save", fixed, timeout=10)
+        expect("save with a link at PATH.tmp and a FIFO at PATH~: written, neither touched",
+               code == 0 and open(fixed).read() == shown and open(target).read() == "precious\n" and
+               os.path.islink(fixed + ".tmp") and stat.S_ISFIFO(os.stat(fixed + "~").st_mode), (code, out, err))
+        other = os.path.join(opendir, "other.policy")
+        os.mkfifo(other + ".tmp")
+        code, out, err = ctl(sock, "save", other, timeout=10)
+        expect("save with a FIFO at PATH.tmp: written without blocking, the FIFO untouched",
+               code == 0 and open(other).read() == shown and stat.S_ISFIFO(os.stat(other + ".tmp").st_mode), (code, out, err))
+        expect("... no temporary file left", sorted(os.listdir(opendir)) ==
+               sorted(["shadow", "link.policy", "null", "fifo", "fixed.policy", "fixed.policy.tmp", "fixed.policy~",
+                       "other.policy", "other.policy.tmp"]), os.listdir(opendir))
+
+        code, out, err = ctl(sock, "save", "mine.policy", user=NOBODY, cwd=opendir)
+        mine = os.path.join(opendir, "mine.policy")
+        expect("save as nobody, a relative path: in tricolorctl's working directory, nobody's file, said so",
+               code == 0 and out == "saved 2 rules to mine.policy\n" and os.path.exists(mine) and
+               os.stat(mine).st_uid == NOBODY and open(mine).read() == shown, (code, out, err))
+        if not os.path.exists(mine):
+            return
+        os.chmod(mine, 0o640)
+        code, _, err = ctl(sock, "save", mine, user=NOBODY)
+        expect("save over an existing file keeps its mode", code == 0 and stat.S_IMODE(os.stat(mine).st_mode) == 0o640,
+               (code, err, oct(os.stat(mine).st_mode)))
+        code, _, err = ctl(sock, "save", mine)
+        expect("... and as root, its owner and group too", code == 0 and os.stat(mine).st_uid == NOBODY and
+               os.stat(mine).st_gid == NOBODY and stat.S_IMODE(os.stat(mine).st_mode) == 0o640, (code, err))
+        code, _, err = ctl(sock, "load", mine)
+        expect("the saved file loads back to the same show", code == 0 and ctl(sock, "show")[1] == shown, err)
+    finally:
+        stop_daemon(daemon)
+
+
+def peak_mib(pid):
+    """A live process's peak resident set (VmHWM), in MiB."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0
+
+
+def large_load(sock, workdir, daemon):
+    """A policy file of nearly 64 MiB (the file limit), most of it comment lines of quotes and
+    backslashes, each two bytes in JSON: its request, about 128 MiB, fits the frame limit."""
+    small = os.path.join(workdir, "small.policy")
+    with open(small, "w") as f:
+        f.write(POLICY)
+    big = os.path.join(workdir, "big.policy")
+    line = "#" + '"\\' * 511 + "\n"  # 1024 bytes: the quotes, backslashes and line end take two each in JSON
+    lines = (64 << 20) // len(line) - 1
+    with open(big, "w") as f:
+        f.write(POLICY)
+        for _ in range(lines):
+            f.write(line)
+    size = os.path.getsize(big)
+    # The request's size, worked out rather than made: this process stays small, so that the peak
+    # resident set wait4 gives below is tricolorctl's own (a child starts as a copy of this one).
+    request = len(json.dumps({"command": "load", "text": POLICY}, separators=(",", ":"))) + lines * len(json.dumps(line)[1:-1])
+    print(f"     a policy file of {size} bytes, a request of {request} bytes (the limit: {(128 << 20) + (64 << 10)})")
+    code, _, err = ctl(sock, "load", small)
+    expected = ctl(sock, "show")[1]
+    generation = json.loads(ctl(sock, "--json", "version")[1])["result"]["generation"]
+    started = time.monotonic()
+    # tricolorctl's own peak resident set: wait4's, of that process alone.
+    p = subprocess.Popen([tricolorctl, "--socket", sock, "load", big], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.stdout.read(), p.stderr.read()  # a few lines: the pipes never fill
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = code = os.waitstatus_to_exitcode(status)
+    took = time.monotonic() - started
+    print(f"     load of it: {took:.1f} s; tricolorctl: {usage.ru_utime + usage.ru_stime:.1f} s of CPU, "
+          f"a peak of {usage.ru_maxrss / 1024:.0f} MiB; tricolord's peak so far {peak_mib(daemon.pid):.0f} MiB")
+    expect("a load of 64 MiB of quotes and backslashes (a request over 64 MiB) is installed",
+           size <= 64 << 20 and request > 64 << 20 and code == 0 and ctl(sock, "show")[1] == expected and
+           json.loads(ctl(sock, "--json", "version")[1])["result"]["generation"] == generation + 1, (code, out, err))
+    os.unlink(big)
 
 
 def main():
@@ -128,7 +275,8 @@ def main():
 
             saved = os.path.join(workdir, "saved.policy")
             code, out, err = ctl(sock, "save", saved)
-            expect("save writes the running policy", code == 0 and open(saved).read() == before, (out, err))
+            expect("save writes the running policy (tricolorctl writes it)", code == 0 and open(saved).read() == before and
+                   out == f"saved 2 rules to {saved}\n", (code, out, err))
             good = os.path.join(workdir, "good.policy")
             open(good, "w").write("profile add z 1r2c cir 1mbit cbs 8k\nrule add all profile z\n")
             code, _, err = ctl(sock, "load", good)
@@ -177,6 +325,8 @@ def main():
             expect("a second daemon on the same socket is refused", second.returncode == 3 and
                    "another tricolord serves" in err, (second.returncode, err[-300:]))
 
+            large_load(sock, workdir, daemon)
+
             audit = open(os.path.join(workdir, "audit.log")).read()
             expect("the audit log has accepted changes with the peer's uid",
                    "uid 0 pid" in audit and "accepted: 'rule change web" in audit, audit)
@@ -187,6 +337,7 @@ def main():
         expect("its socket file is removed", not os.path.exists(sock))
         code, _, err = ctl(sock, "ping")
         expect("no daemon: exit 3, said why", code == 3 and "is it running?" in err, (code, err))
+        save_checks(workdir)
     finish()
 
 
