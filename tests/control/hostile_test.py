@@ -192,7 +192,7 @@ def check_half_closed(sock, pid):
     time.sleep(3)
     share = (cpu_ticks(pid) - first) / hz / (time.monotonic() - started)
     print(f"     the control thread used {share:.0%} of a CPU")
-    expect("8: a half-closed client with unread replies does not make the control thread spin", share < 0.5, share)
+    expect("8: a half-closed client with unread replies does not make the control thread spin (under 20% of a CPU)", share < 0.2, share)
     conn.close()
 
 
