@@ -10,7 +10,8 @@ the real CLI. Each check names the finding it covers; each failed on the code be
   the control thread stays mostly asleep (was 100% of a CPU).
 - 9: 256 idle connections of a group member: the ones beyond the group's slots are refused saying
   why (tricolorctl as that member exits 3, unreachable); root still gets in (slots kept for it); with
-  --socket-idle-timeout 2 the idle ones are closed with a reply saying so, and the member gets in.
+  --socket-idle-timeout 2 the idle ones are closed with a reply saying so, and the member gets in;
+  tricolorctl reading a script connects again after its connection was closed for being idle.
 - 10: 199 requests, each followed at once by close(): all applied, each with its audit line.
 - 11: 40 pipelined cycles of `rule add kN ... per src capacity 1m` and `rule delete kN`: all accepted
   (was refused from cycle 27, "cannot allocate its key index").
@@ -35,7 +36,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ctl_support import POLICY, ctl, expect, finish, start_daemon, stop_daemon, wait_for  # noqa: E402
+from ctl_support import POLICY, ctl, expect, finish, start_daemon, stop_daemon, tricolorctl, wait_for  # noqa: E402
 
 NOBODY = 65534
 
@@ -219,6 +220,21 @@ def check_connection_slots(sock):
         holder.wait(30)
 
 
+def check_idle_reconnect(sock):
+    """9: a kept connection (the shell's, a script's) outlives the daemon's idle close."""
+    script = subprocess.Popen([tricolorctl, "--socket", sock], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    script.stdin.write("ping\n")
+    script.stdin.flush()
+    time.sleep(3.5)  # the daemon closes the idle connection after 2 s
+    script.stdin.write("version\n")
+    script.stdin.close()
+    script.wait(30)
+    out, err = script.stdout.read(), script.stderr.read()
+    expect("9: tricolorctl connects again after an idle close, and the next command is answered",
+           script.returncode == 0 and out.startswith("pong\ntricolord "), (script.returncode, out, err))
+
+
 def check_request_then_close(sock, workdir):
     """10: a request followed at once by close()."""
     audit = os.path.join(workdir, "audit.log")
@@ -281,6 +297,7 @@ def main():
             check_pipelined_key_tables(sock)
             check_half_closed(sock, daemon.pid)
             check_connection_slots(sock)
+            check_idle_reconnect(sock)
             check_signals(daemon, sock)
             big = os.path.join(workdir, "big.policy")
             open(big, "w").write(big_policy(2000))
