@@ -1,5 +1,8 @@
 #include "control/ctl_top.hpp"
 
+#include "control/language_internal.hpp"
+#include "policer/quote.hpp"
+
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <termios.h>
@@ -361,8 +364,14 @@ std::string human_rate(double per_second) {
 std::string check_top_options(const TopOptions& options) {
   const Mode mode = options.rule.empty() ? Mode::rules : Mode::keys;
   if (mode == Mode::rules && options.keys != TopOptions{}.keys) return "--keys goes with --rule NAME (a per-key rule's keys)";
+  // The name goes into a command line: one word of the language, nothing more.
+  if (mode == Mode::keys) {
+    const auto words = detail::tokenize(options.rule);
+    if (words.size() != 1 || words[0].text != options.rule)
+      return "--rule " + quote(options.rule) + ": a rule's name, one word";
+  }
   if (!options.sort.empty() && !find_column(mode, options.sort))
-    return "--sort: no column '" + options.sort + "'" + (mode == Mode::keys ? " with --rule" : "") +
+    return "--sort: no column " + quote(options.sort) + (mode == Mode::keys ? " with --rule" : "") +
            "; the columns are " + valid_columns(mode);
   return {};
 }

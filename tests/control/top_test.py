@@ -275,6 +275,9 @@ def main():
                    "dropped-pps, dropped-bps, keys" in err, (code, err))
             code, _, err = ctl(sock, "top", "--rule", "hosts", "--sort", "name")
             expect("... with --rule, the key columns", code == 1 and "the columns are key, worker, green-pps" in err, (code, err))
+            code, _, err = ctl(sock, "top", "--rule", "hosts all by packets")
+            expect("--rule takes one word, not more of a command line: status 1",
+                   code == 1 and "--rule 'hosts all by packets': a rule's name, one word" in err, (code, err))
             time.sleep(1)  # the first packets metered
             check_json_against_stats(sock)
             check_batch(sock)
