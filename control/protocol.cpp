@@ -171,18 +171,28 @@ Expected<Reply> parse_reply(std::string_view payload) {
     for (const auto& [value, name] : kClosings)
       if (closing->get<std::string>() == name) reply.closing = value;
   }
+  // A field of the wrong type makes the reply broken, not silently empty.
   if (reply.ok) {
-    if (const auto output = doc->find("output"); output != doc->end() && output->is_string())
+    if (const auto output = doc->find("output"); output != doc->end()) {
+      if (!output->is_string()) return field_error("output", "a string");
       reply.output = output->get<std::string>();
+    }
     if (const auto result = doc->find("result"); result != doc->end()) reply.result_json = result->dump();
     return reply;
   }
   const auto error = doc->find("error");
   if (error == doc->end() || !error->is_object()) return field_error("error", "an object");
-  if (const auto m = error->find("message"); m != error->end() && m->is_string()) reply.error.message = m->get<std::string>();
-  if (const auto t = error->find("token"); t != error->end() && t->is_string()) reply.error.token = t->get<std::string>();
-  if (const auto c = error->find("column"); c != error->end() && c->is_number_unsigned())
+  const auto m = error->find("message");
+  if (m == error->end() || !m->is_string()) return field_error("message", "a string, the error's message");
+  reply.error.message = m->get<std::string>();
+  if (const auto t = error->find("token"); t != error->end()) {
+    if (!t->is_string()) return field_error("token", "a string");
+    reply.error.token = t->get<std::string>();
+  }
+  if (const auto c = error->find("column"); c != error->end()) {
+    if (!c->is_number_unsigned()) return field_error("column", "a column number");
     reply.error.column = c->get<std::size_t>();
+  }
   return reply;
 }
 

@@ -200,5 +200,15 @@ TEST(Replies, ClosingComesBackAndAnUnknownReasonIsStillClosing) {
   EXPECT_FALSE(parse_reply(R"({"ok":false,"error":{"message":"m"},"closing":1})").ok());
 }
 
+// A reply whose fields have the wrong types is broken, not read as empty.
+TEST(Replies, FieldsOfTheWrongTypeMakeABrokenReply) {
+  for (const char* payload : {R"({"ok":true,"output":7})", R"({"ok":false,"error":{}})",
+                              R"({"ok":false,"error":{"message":["m"]}})",
+                              R"({"ok":false,"error":{"message":"m","token":1}})",
+                              R"({"ok":false,"error":{"message":"m","column":-1}})", R"({"ok":"yes"})"})
+    EXPECT_FALSE(parse_reply(payload).ok()) << payload;
+  EXPECT_TRUE(parse_reply(R"({"ok":true})").ok());  // no output: an empty one
+}
+
 }  // namespace
 }  // namespace tricolor::control::protocol
