@@ -38,7 +38,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ctl_support import expect, finish, tricolorctl  # noqa: E402
+from ctl_support import expect, finish, frame, recv_exact, tricolorctl  # noqa: E402
 
 MAX_REQUEST = (128 << 20) + (64 << 10)  # protocol::kMaxRequestFrameBytes
 CLOSE = object()  # in a script's actions: close the connection
@@ -50,12 +50,6 @@ UNSAFE = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)|\xc2[\x80-\x9f]
 # The text a hostile daemon sends: a title, a screen clear, a NUL, a C1 CSI, a bidi override and an
 # isolate, DEL, a lone CR; and what must be kept: UTF-8 letters, a tab, line ends.
 HOSTILE = "A\x1b]0;pwned\x07\x1b[2J\x00B\u009b31mC\u202eD\u2066E\x7fF\rG caf\u00e9\tT\r\nline2\n"
-
-
-def frame(payload):
-    if not isinstance(payload, bytes):
-        payload = json.dumps(payload, ensure_ascii=False).encode()  # C1, bidi and DEL go raw, as UTF-8
-    return struct.pack("!I", len(payload)) + payload
 
 
 def ok(output="", result=None):
@@ -73,16 +67,6 @@ def refused(message, column=None, closing=None):
     if closing:
         reply["closing"] = closing
     return frame(reply)
-
-
-def recv_exact(conn, n):
-    data = b""
-    while len(data) < n:
-        chunk = conn.recv(min(n - len(data), 1 << 20))
-        if not chunk:
-            return None
-        data += chunk
-    return data
 
 
 class Fake:

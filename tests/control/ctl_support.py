@@ -3,8 +3,10 @@ CLI run once, and a tricolord started on virtual ports with a socket of its own.
 
 Each test is run by meson as `TEST.py BUILD_ROOT`.
 """
+import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -84,3 +86,32 @@ def stop_daemon(daemon):
     except subprocess.TimeoutExpired:
         daemon.kill()
         return daemon.communicate()[1]
+
+
+def frame(payload):
+    """A frame of the control socket: bytes as they are, anything else as its JSON (UTF-8, not
+    escaped to ASCII, so that a test can send what JSON allows raw)."""
+    if not isinstance(payload, bytes):
+        payload = json.dumps(payload, ensure_ascii=False).encode()
+    return struct.pack("!I", len(payload)) + payload
+
+
+def recv_exact(conn, n):
+    """n bytes from the connection, or None if it closes first."""
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(min(n - len(data), 1 << 20))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def raw_reply(conn, timeout=10):
+    """One reply frame as JSON, or None if the connection closed first."""
+    conn.settimeout(timeout)
+    header = recv_exact(conn, 4)
+    if header is None:
+        return None
+    body = recv_exact(conn, struct.unpack("!I", header)[0])
+    return None if body is None else json.loads(body)

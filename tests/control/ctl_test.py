@@ -27,26 +27,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ctl_support import POLICY, ctl, expect, finish, start_daemon, stop_daemon, tricolorctl, wait_for  # noqa: E402
-
-
-
-def frame(payload: bytes) -> bytes:
-    return struct.pack("!I", len(payload)) + payload
-
-
-def raw_reply(conn):
-    header = b""
-    while len(header) < 4:
-        chunk = conn.recv(4 - len(header))
-        if not chunk:
-            return None
-        header += chunk
-    (length,) = struct.unpack("!I", header)
-    body = b""
-    while len(body) < length:
-        body += conn.recv(length - len(body))
-    return json.loads(body)
+from ctl_support import (POLICY, ctl, expect, finish, frame, raw_reply, start_daemon, stop_daemon,  # noqa: E402
+                         tricolorctl, wait_for)
 
 
 def start(workdir, sock, name, extra=()):

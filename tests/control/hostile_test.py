@@ -28,7 +28,6 @@ import json
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -36,36 +35,14 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ctl_support import POLICY, ctl, expect, finish, start_daemon, stop_daemon, tricolorctl, wait_for  # noqa: E402
+from ctl_support import (POLICY, ctl, expect, finish, frame, raw_reply, start_daemon, stop_daemon,  # noqa: E402
+                         tricolorctl, wait_for)
 
 NOBODY = 65534
 
 
-def frame(payload: bytes) -> bytes:
-    return struct.pack("!I", len(payload)) + payload
-
-
 def request(command, **fields) -> bytes:
-    return frame(json.dumps({"command": command, **fields}).encode())
-
-
-def read_reply(conn, timeout=10):
-    """One reply frame as JSON, or None if the connection closed first."""
-    conn.settimeout(timeout)
-    data = b""
-    while len(data) < 4:
-        chunk = conn.recv(4 - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    (length,) = struct.unpack("!I", data)
-    body = b""
-    while len(body) < length:
-        chunk = conn.recv(min(1 << 20, length - len(body)))
-        if not chunk:
-            return None
-        body += chunk
-    return json.loads(body)
+    return frame({"command": command, **fields})
 
 
 def connect(sock):
@@ -139,24 +116,24 @@ def check_daemon_commands(sock):
     huge = request("rule add x proto " + "t" * (60 << 20) + " profile gold")  # made first: 2 s idle closes
     conn = connect(sock)
     conn.sendall(frame(b'{"command":"ping"} x'))
-    reply = read_reply(conn)
+    reply = raw_reply(conn)
     expect("17: a request that is not JSON is told at which byte",
            reply and "at byte 20 of 20" in reply["error"]["message"], reply)
     conn.sendall(huge)
-    reply = read_reply(conn, timeout=60)
+    reply = raw_reply(conn, timeout=60)
     expect("17: a refused 60 MiB token is not echoed whole (its reply is small)",
            reply and not reply["ok"] and len(json.dumps(reply)) < 4096, len(json.dumps(reply or {})))
     conn.sendall(request("rule add dup dport " + ",".join(["80"] * 50_000) + " profile gold"))
-    reply = read_reply(conn)
+    reply = raw_reply(conn)
     expect("17: a port listed 50 000 times: refused",
            reply and not reply["ok"] and "ports 80 and 80 are the same port" in reply["error"]["message"], reply)
     conn.sendall(request("save /etc/tricolor-test-must-not-exist"))
-    reply = read_reply(conn)
+    reply = raw_reply(conn)
     expect("1: save PATH is refused: the daemon writes no file",
            reply and not reply["ok"] and "tricolord writes no files" in reply["error"]["message"] and
            not os.path.exists("/etc/tricolor-test-must-not-exist"), reply)
     conn.sendall(request("save"))
-    reply = read_reply(conn)
+    reply = raw_reply(conn)
     expect("1: save returns the running policy's text and its counts",
            reply and reply["ok"] and reply["output"] == ctl(sock, "show")[1] and reply["result"]["rules"] == 2, reply)
     conn.close()
@@ -263,7 +240,7 @@ def check_pipelined_key_tables(sock):
         pipelined += request(f"rule add k{i} src 10.9.0.0/16 per src capacity 1m profile gold")
         pipelined += request(f"rule delete k{i}")
     conn.sendall(pipelined)
-    replies = [read_reply(conn, timeout=60) for _ in range(80)]
+    replies = [raw_reply(conn, timeout=60) for _ in range(80)]
     refused = [(i // 2, r["error"]["message"]) for i, r in enumerate(replies) if not (r and r["ok"])]
     expect("11: 40 pipelined cycles of a 1m-key rule added and deleted: all accepted", not refused, refused[:2])
     conn.close()
