@@ -1,12 +1,15 @@
 // The metrics listener's HTTP pieces without sockets: request heads (control/http_request.hpp) fed
-// whole, in pieces and a byte at a time, at and past every limit.
+// whole, in pieces and a byte at a time, at and past every limit; replies' heads and gzip
+// (control/http_reply.hpp).
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "control/http_reply.hpp"
 #include "control/http_request.hpp"
 
 namespace {
@@ -309,6 +312,51 @@ TEST(HttpRequest, AcceptEncoding) {
     EXPECT_FALSE(accepts_gzip(no)) << no;
   EXPECT_TRUE(one("GET / HTTP/1.1\r\nHost: a\r\nAccept-Encoding: br\r\naccept-encoding: gzip\r\n\r\n").accepts_gzip)
       << "several lines make one list";
+}
+
+TEST(HttpReply, HeadHasLengthTypeAndConnection) {
+  const std::string head = reply_head({.status = Status::ok, .content_type = "text/plain; version=0.0.4",
+                                       .content_length = 1234, .gzip = true, .varies_by_encoding = true});
+  EXPECT_TRUE(head.starts_with("HTTP/1.1 200 OK\r\nDate: ")) << head;
+  EXPECT_TRUE(head.ends_with("\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: 1234\r\n"
+                             "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n\r\n"))
+      << head;
+  EXPECT_NE(head.find(" GMT\r\n"), std::string::npos);
+  const std::string refused = reply_head({.status = Status::method_not_allowed, .allow = true, .keep_alive = false});
+  EXPECT_TRUE(refused.starts_with("HTTP/1.1 405 Method Not Allowed\r\n")) << refused;
+  EXPECT_NE(refused.find("\r\nAllow: GET, HEAD\r\n"), std::string::npos);
+  EXPECT_NE(refused.find("\r\nConnection: close\r\n"), std::string::npos);
+  EXPECT_NE(reply_head({.version = Version::http_1_0}).find("\r\nConnection: keep-alive\r\n"), std::string::npos);
+  EXPECT_EQ(reply_head({.version = Version::http_1_1}).find("Connection:"), std::string::npos);
+  EXPECT_NE(kBusyReply.find("\r\n\r\n"), std::string::npos);
+  EXPECT_EQ(kBusyReply.substr(kBusyReply.find("\r\n\r\n") + 4).size(), 40u) << "its Content-Length";
+}
+
+std::string gunzip(const std::string& packed) {
+  z_stream stream{};
+  EXPECT_EQ(inflateInit2(&stream, 15 + 16), Z_OK);
+  std::string out(1 << 20, '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
+  stream.avail_in = static_cast<uInt>(packed.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(inflate(&stream, Z_FINISH), Z_STREAM_END);
+  out.resize(stream.total_out);
+  inflateEnd(&stream);
+  return out;
+}
+
+TEST(HttpReply, GzipRoundTrips) {
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += "tricolor_rule_packets_total{rule=\"r" + std::to_string(i) + "\",color=\"green\"} 12345\n";
+  auto packed = gzip(text);
+  ASSERT_TRUE(packed);
+  EXPECT_LT(packed->size(), text.size() / 5);
+  EXPECT_EQ(packed->substr(0, 2), "\x1f\x8b") << "a gzip member";
+  EXPECT_EQ(gunzip(*packed), text);
+  auto empty = gzip("");
+  ASSERT_TRUE(empty);
+  EXPECT_EQ(gunzip(*empty), "");
 }
 
 }  // namespace
