@@ -179,6 +179,7 @@ void MetricsServer::Loop::advance(Connection& c, Clock::time_point now) {
   }
 }
 
+// /metrics waits for an exposition; the index page and the refusals are answered at once.
 void MetricsServer::Loop::answer(Connection& c, Clock::time_point now) {
   const http::Request& r = c.request;
   if (r.path != "/metrics" && r.path != "/")
@@ -269,6 +270,7 @@ void MetricsServer::Loop::drop_input(Connection& c) {
   }
 }
 
+// Deadlines past: a request that did not come in time is answered 408; anything else is closed.
 void MetricsServer::Loop::expire(Clock::time_point now) {
   std::vector<std::uint64_t> expired;
   for (const auto& [id, c] : connections)
@@ -287,6 +289,8 @@ void MetricsServer::Loop::expire(Clock::time_point now) {
   }
 }
 
+// Asks the exposition's thread for one, for every request waiting, unless one is being made: those
+// wait for the next, so that each reply's counters are read after its request came.
 void MetricsServer::Loop::request_exposition() {
   if (!exposing.empty()) return;  // one at a time: those waiting get the next
   std::erase_if(waiting, [&](std::uint64_t id) { return !connections.contains(id); });
@@ -302,6 +306,7 @@ void MetricsServer::Loop::request_exposition() {
   wanted_changed.notify_one();
 }
 
+// The exposition made: every request it was made for is answered with it (a 503 if there is none).
 void MetricsServer::Loop::take_exposition(Clock::time_point now) {
   std::shared_ptr<const Exposed> exposed;
   {
@@ -327,7 +332,7 @@ void MetricsServer::Loop::take_exposition(Clock::time_point now) {
   request_exposition();
 }
 
-
+// EPOLLIN while a request is read, EPOLLOUT while a reply waits, nothing while an exposition is made.
 void MetricsServer::Loop::watch(Connection& c, std::uint32_t events) {
   if (c.events == events) return;
   epoll_event event{};

@@ -78,36 +78,43 @@ struct MetricsServer::Loop {
   using Connection = metrics::Connection;
   using Status = http::Status;
 
+  // Set by bind(), read-only after.
   MetricsLimits limits;
   Exposition exposition;
-  UniqueFd listener, epoll, wake;
+  UniqueFd listener, epoll, wake;  // wake: an eventfd, written to stop the loop or hand it an exposition
   std::uint16_t port = 0;
+
+  // The listener's thread's alone.
   std::map<std::uint64_t, std::unique_ptr<Connection>> connections;  // at most limits.max_connections
   std::uint64_t next_id = metrics::kFirstConnection;
   bool listener_watched = true;
   std::optional<Clock::time_point> full_since;        // every connection taken since then
   std::optional<Clock::time_point> descriptors_back;  // accept() ran out of descriptors: not before then
-  std::optional<Clock::time_point> listener_resumes;  // the listener is not watched until then
-  std::vector<std::uint64_t> waiting;                 // requests for the next exposition
-  std::vector<std::uint64_t> exposing;                // requests for the one being made
+  std::optional<Clock::time_point> listener_resumes;  // the listening socket is not watched until then
+  std::vector<std::uint64_t> waiting;                 // connections whose request waits for the next exposition
+  std::vector<std::uint64_t> exposing;                // those the exposition being made answers
+
+  // Between the threads: `stopping` from the destructor's; the rest under `mutex`.
   std::atomic<bool> stopping{false};
-  // Between the listener's thread and the exposition's:
   std::mutex mutex;
   std::condition_variable wanted_changed;
   bool wanted = false, wanted_gzip = false, producer_stops = false;
-  std::shared_ptr<const metrics::Exposed> made;
+  std::shared_ptr<const metrics::Exposed> made;  // the exposition made, until the listener takes it
   std::thread listener_thread, exposition_thread;
 
-  void run();
+  // The exposition's thread (metrics_server.cpp).
   void produce();
-  void stop();
   void notify_listener();
-  int wait_ms(Clock::time_point now) const;
+  void stop();  // from the destructor: ends both threads
+
+  // The listener's thread (metrics_loop.cpp).
+  void run();
+  int wait_ms(Clock::time_point now) const;  // until the nearest deadline
   void accept_ready(Clock::time_point now);
   void update_listener(Clock::time_point now);
   void serve(std::uint64_t id, std::uint32_t ready, Clock::time_point now);
   void read_request(Connection& c, Clock::time_point now);
-  void advance(Connection& c, Clock::time_point now);
+  void advance(Connection& c, Clock::time_point now);  // answers what is buffered, one request at a time
   void answer(Connection& c, Clock::time_point now);
   void respond(Connection& c, http::ReplyHead head, std::shared_ptr<const void> owner, std::string_view body,
                Clock::time_point now);
@@ -119,7 +126,7 @@ struct MetricsServer::Loop {
   void request_exposition();
   void take_exposition(Clock::time_point now);
   void watch(Connection& c, std::uint32_t events);
-  void close_if_done(std::uint64_t id);
+  void close_if_done(std::uint64_t id);  // a connection whose phase is done: closed and forgotten
 };
 
 }  // namespace tricolor::control

@@ -28,6 +28,7 @@ std::string errno_text(int error) { return std::strerror(error); }
 
 }  // namespace
 
+// The exposition's thread: makes one whenever the listener asks, then wakes it.
 void MetricsServer::Loop::produce() {
   std::unique_lock lock(mutex);
   for (;;) {
@@ -41,8 +42,10 @@ void MetricsServer::Loop::produce() {
       if (auto text = exposition()) {
         exposed->available = true;
         exposed->text = std::move(*text);
-        if (gzip)
-          if (auto packed = http::gzip(exposed->text)) exposed->gzipped = std::move(*packed);  // else plain text
+        if (gzip) {
+          auto packed = http::gzip(exposed->text);
+          if (packed) exposed->gzipped = std::move(*packed);  // else the plain text goes to every scrape
+        }
       } else {
         exposed->text = std::string(kUnavailable);
       }
