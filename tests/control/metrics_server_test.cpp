@@ -1,9 +1,11 @@
 // The metrics listener (control/metrics_server.hpp) in this process, over loopback, with an exposition
 // made by the test and limits made small, so that each bound shows in a fraction of a second. The
 // real daemon's listener is tested end to end in metrics_test.py and metrics_hostile_test.py.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -11,7 +13,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -274,6 +279,70 @@ TEST(MetricsServer, AtTheLimitNewcomersWaitInTheBacklogForAWhile) {
   a.shut();
   const std::string got = c.read_to_end(2000ms);
   EXPECT_TRUE(got.starts_with("HTTP/1.1 200 OK")) << got.substr(0, 100);
+}
+
+// The CPU time a thread of this process has used, by its name, in clock ticks; its stat file is opened
+// once, so that reading it takes no descriptor.
+class ThreadTicks {
+ public:
+  explicit ThreadTicks(std::string_view name) {
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string line;
+      if (std::getline(comm, line) && line == name) stat_.open(task.path() / "stat");
+    }
+  }
+  long now() {
+    if (!stat_.is_open()) return -1;
+    stat_.clear();
+    stat_.seekg(0);
+    std::string text;
+    std::getline(stat_, text);
+    std::istringstream fields(text.substr(text.rfind(')') + 2));  // from field 3, the state
+    std::string field;
+    long ticks = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i)
+      if (i >= 14) ticks += std::stol(field);  // utime, stime
+    return ticks;
+  }
+
+ private:
+  std::ifstream stat_;
+};
+
+TEST(MetricsServer, OutOfDescriptorsPausesAcceptingInsteadOfSpinning) {
+  Served s;
+  UniqueFd client{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};  // made while descriptors are left
+  ThreadTicks listener("metrics-http");
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &before), 0);
+  int highest = 0;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd"))
+    highest = std::max(highest, std::stoi(fd.path().filename().string()));
+  rlimit none = before;
+  none.rlim_cur = static_cast<rlim_t>(highest + 1);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &none), 0);
+  std::vector<UniqueFd> fillers;  // the gaps below the highest: now no descriptor is left at all
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fillers.emplace_back(fd);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(s.port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(client.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), 0);  // in the backlog
+  const long ticks = listener.now();
+  std::this_thread::sleep_for(1000ms);  // accept() fails with EMFILE meanwhile
+  const long spent = listener.now() - ticks;
+  fillers.clear();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &before), 0);
+  EXPECT_GE(ticks, 0);
+  EXPECT_LT(spent, ::sysconf(_SC_CLK_TCK) / 4) << "the listener spun on EMFILE: " << spent << " ticks in 1 s";
+  const std::string request = get("/", "Connection: close\r\n");
+  ASSERT_EQ(::send(client.get(), request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  pollfd p{client.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1) << "taken in once descriptors are back";
+  char reply[16] = {};
+  EXPECT_EQ(::recv(client.get(), reply, 15, 0), 15);
+  EXPECT_EQ(std::string(reply), "HTTP/1.1 200 OK");
 }
 
 TEST(MetricsServer, AWholeRequestHeadMustComeInTime) {
