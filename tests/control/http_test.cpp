@@ -272,7 +272,8 @@ TEST(HttpRequest, RefusesNulAndControlBytesAsTheyArrive) {
   for (const char byte : {'\0', '\x01', '\x1b', '\x7f', '\v', '\f'}) {
     char shown[8];
     std::snprintf(shown, sizeof shown, "0x%02x", static_cast<unsigned char>(byte));
-    EXPECT_EQ(refused(std::string("GET /a") + byte + "b HTTP/1.1\r\nHost: a\r\n\r\n", "a control byte (" + std::string(shown) + ") in the request line"),
+    EXPECT_EQ(refused(std::string("GET /a") + byte + "b HTTP/1.1\r\nHost: a\r\n\r\n",
+                      "a control byte (" + std::string(shown) + ") in the request line"),
               Status::bad_request);
     EXPECT_EQ(refused(std::string("GET / HTTP/1.1\r\nHost: a\r\nX: a") + byte + "b\r\n\r\n", "in header line 2"),
               Status::bad_request);
