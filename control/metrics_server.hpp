@@ -22,7 +22,8 @@
 //     request line that alone is too long) and closed. No body (413), no range: a Range header is
 //     ignored and the whole exposition sent with 200 (RFC 9110 14.2 allows it).
 //   - kRequestTime (5 s): a new connection's first byte must come within it, and a whole head within
-//     it of its first byte; else a 408 and the connection closed.
+//     it of its first byte, however steadily the bytes come (so a first request within 10 s of the
+//     connection); else a 408 and the connection closed.
 //   - kIdleTime (5 s): a kept-alive connection with no request started is closed after it.
 //   - kReplyTime (10 s): a reply must be taken whole within it of being queued, else the connection is
 //     closed. So a scraper must read at least size / 10 s: 1 KB/s for 3 rules' 10 KB, 0.46 MB/s
