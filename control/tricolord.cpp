@@ -408,7 +408,7 @@ int main(int argc, char** argv) {
   socket_options.path = o.socket_path;
   socket_options.idle_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.socket_idle_timeout_s * 1000));
   raise_descriptor_limit(socket_options.max_clients + socket_options.reserved_clients +
-                         64 /* the metrics listener's connections */ + 512);
+                         control::kMaxConnections + 512);
   if (!o.socket_group.empty()) {
     const group* g = getgrnam(o.socket_group.c_str());
     if (g == nullptr) fail(control::kExitUsage, "--socket-group " + quote(o.socket_group) + ": no such group");

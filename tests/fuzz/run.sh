@@ -9,7 +9,7 @@ seconds=${2:-20}
 here=$(cd "$(dirname "$0")" && pwd)
 scratch=$(mktemp -d -t tricolor-fuzz-XXXXXX)
 status=0
-for target in fuzz_parse fuzz_language fuzz_capture fuzz_protocol; do
+for target in fuzz_parse fuzz_language fuzz_capture fuzz_protocol fuzz_http; do
   corpus="$scratch/$target"
   mkdir -p "$corpus"
   cp -r "$here/corpus/$target/." "$corpus/"
