@@ -35,6 +35,8 @@ Expected<json> parse_object(std::string_view payload, const char* what) {
   } catch (const json::parse_error& e) {
     return Error{"json", std::string(what) + " is not JSON: at byte " + std::to_string(e.byte) + " of " +
                              std::to_string(payload.size()) + ", " + parse_error_text(e)};
+  } catch (const json::exception&) {  // valid JSON that nlohmann cannot hold: a number such as 1E999
+    return Error{"json", std::string(what) + " is not JSON that can be read: a number out of range"};
   }
   if (!doc.is_object()) return Error{"json", std::string(what) + " is not a JSON object"};
   return doc;

@@ -121,6 +121,7 @@ TEST(Requests, EachMalformedRequestSaysWhatWasWrong) {
        "expected '}'"},
       {"{\"command\":\"ping\"} x", "the request is not JSON: at byte 20 of 20, syntax error while parsing value - "
                                     "invalid literal"},
+      {R"({"command":"ping","json":1E999})", "the request is not JSON that can be read: a number out of range"},
       {R"(["ping"])", "the request is not a JSON object"},
       {R"("ping")", "the request is not a JSON object"},
       {R"({})", "the request has no \"command\""},
