@@ -11,6 +11,7 @@
 
 #include "control/http_reply.hpp"
 #include "control/http_request.hpp"
+#include "tests/control/gunzip.hpp"
 
 namespace {
 
@@ -333,19 +334,7 @@ TEST(HttpReply, HeadHasLengthTypeAndConnection) {
   EXPECT_EQ(kBusyReply.substr(kBusyReply.find("\r\n\r\n") + 4).size(), 40u) << "its Content-Length";
 }
 
-std::string gunzip(const std::string& packed) {
-  z_stream stream{};
-  EXPECT_EQ(inflateInit2(&stream, 15 + 16), Z_OK);
-  std::string out(1 << 20, '\0');
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
-  stream.avail_in = static_cast<uInt>(packed.size());
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(inflate(&stream, Z_FINISH), Z_STREAM_END);
-  out.resize(stream.total_out);
-  inflateEnd(&stream);
-  return out;
-}
+using tricolor::test::gunzip;
 
 TEST(HttpReply, GzipRoundTrips) {
   std::string text;

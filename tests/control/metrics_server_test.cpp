@@ -24,6 +24,7 @@
 #include "control/metrics_server.hpp"
 #include "control/prometheus.hpp"
 #include "control/unique_fd.hpp"
+#include "tests/control/gunzip.hpp"
 
 namespace {
 
@@ -123,19 +124,7 @@ std::string get(std::string_view target, std::string_view extra = "") {
   return "GET " + std::string(target) + " HTTP/1.1\r\nHost: t\r\n" + std::string(extra) + "\r\n";
 }
 
-std::string gunzip(const std::string& packed) {
-  z_stream stream{};
-  inflateInit2(&stream, 15 + 16);
-  std::string out(1 << 20, '\0');
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
-  stream.avail_in = static_cast<uInt>(packed.size());
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(inflate(&stream, Z_FINISH), Z_STREAM_END);
-  out.resize(stream.total_out);
-  inflateEnd(&stream);
-  return out;
-}
+using tricolor::test::gunzip;
 
 TEST(MetricsServer, ServesMetricsAndTheIndexWithGetAndHead) {
   Served s;
