@@ -248,6 +248,17 @@ Expected<ColorMap> parse_color_map(Cursor& c, const Store& store, std::string_vi
 
 // ---- commands ------------------------------------------------------------------------------------
 
+// `KIND show NAME`: that one object's add command, as `KIND list` prints it.
+template <class Find, class Format>
+Expected<std::string> show_one(Cursor& c, Output output, std::string_view noun, Find find, Format format) {
+  const auto name = c.expect(cat("a ", noun, " name"));
+  if (!name) return name.error();
+  const auto* found = find(*name);
+  if (!found) return at(*name, cat("no such ", noun));
+  if (auto error = c.expect_end()) return *error;
+  return output == Output::produce ? format(*found).append("\n") : std::string();
+}
+
 Expected<std::string> color_map_command(Store& store, Cursor& c, Output output) {
   const auto verb = c.expect(kExpectVerb);
   if (!verb) return verb.error();
@@ -292,14 +303,9 @@ Expected<std::string> color_map_command(Store& store, Cursor& c, Output output) 
     return out;
   }
 
-  if (*verb == "show") {  // one color map, as list prints it
-    const auto name = c.expect("a color map name");
-    if (!name) return name.error();
-    const auto* found = store.find_color_map(*name);
-    if (!found) return at(*name, "no such color map");
-    if (auto error = c.expect_end()) return *error;
-    return output == Output::produce ? format_color_map(*found).append("\n") : std::string();
-  }
+  if (*verb == "show")
+    return show_one(c, output, "color map", [&](std::string_view name) { return store.find_color_map(name); },
+                    [](const auto& found) { return format_color_map(found); });
 
   return not_a_keyword(*verb, cat("expected ", kExpectVerb, " after 'color-map'"));
 }
@@ -355,14 +361,9 @@ Expected<std::string> profile_command(Store& store, Cursor& c, Output output) {
     return out;
   }
 
-  if (*verb == "show") {  // one profile, as list prints it
-    const auto name = c.expect("a profile name");
-    if (!name) return name.error();
-    const auto* found = store.find_profile(*name);
-    if (!found) return at(*name, "no such profile");
-    if (auto error = c.expect_end()) return *error;
-    return output == Output::produce ? format_profile(*found).append("\n") : std::string();
-  }
+  if (*verb == "show")
+    return show_one(c, output, "profile", [&](std::string_view name) { return store.find_profile(name); },
+                    [](const auto& found) { return format_profile(found); });
 
   return not_a_keyword(*verb, cat("expected ", kExpectVerb, " after 'profile'"));
 }
@@ -409,14 +410,9 @@ Expected<std::string> rule_command(Store& store, Cursor& c, Output output) {
     return out;
   }
 
-  if (*verb == "show") {  // one rule, as list prints it
-    const auto name = c.expect("a rule name");
-    if (!name) return name.error();
-    const auto* found = store.find_rule(*name);
-    if (!found) return at(*name, "no such rule");
-    if (auto error = c.expect_end()) return *error;
-    return output == Output::produce ? format_rule(*found).append("\n") : std::string();
-  }
+  if (*verb == "show")
+    return show_one(c, output, "rule", [&](std::string_view name) { return store.find_rule(name); },
+                    [](const auto& found) { return format_rule(found); });
 
   return not_a_keyword(*verb, cat("expected ", kExpectVerb, " after 'rule'"));
 }
