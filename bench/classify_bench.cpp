@@ -1,6 +1,6 @@
 // tricolor-bench-classify: ns per packet to find a packet's first matching rule among 10, 1 Ki and
 // 10 Ki rules, with the rte_acl classifier (dataplane/classifier) beside the obvious first-match scan
-// (dataplane/match.hpp) as the baseline, in the same binary over the same packets.
+// (dataplane/engine/match.hpp) as the baseline, in the same binary over the same packets.
 //
 // Rules look like an operator's: per-customer /24../32 IPv4 and /48../64 IPv6 destinations, some with
 // protocol and destination ports or port ranges, a few with DSCP or VLAN. Packets are drawn so that
@@ -40,10 +40,10 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/classifier.hpp"
-#include "dataplane/eal.hpp"
-#include "dataplane/match.hpp"
-#include "dataplane/splitmix64.hpp"
+#include "dataplane/engine/classifier.hpp"
+#include "dataplane/dpdk/eal.hpp"
+#include "dataplane/engine/match.hpp"
+#include "dataplane/replay/splitmix64.hpp"
 
 namespace {
 

@@ -58,8 +58,8 @@
 #include <tuple>
 #include <vector>
 
-#include "dataplane/eal.hpp"
-#include "dataplane/rule_set.hpp"
+#include "dataplane/dpdk/eal.hpp"
+#include "dataplane/engine/rule_set.hpp"
 #include "policer/meter.hpp"
 #include "policer/profile.hpp"
 #include "policer/shared_meter.hpp"

@@ -16,9 +16,9 @@
 #include <memory>
 #include <vector>
 
-#include "dataplane/eal.hpp"
-#include "dataplane/engine.hpp"
-#include "dataplane/splitmix64.hpp"
+#include "dataplane/dpdk/eal.hpp"
+#include "dataplane/engine/engine.hpp"
+#include "dataplane/replay/splitmix64.hpp"
 #include "policer/meter.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-// tricolor-bench-keytable: the per-key meter table (dataplane/key_table.hpp) beside DPDK 22.11's
+// tricolor-bench-keytable: the per-key meter table (dataplane/engine/key_table.hpp) beside DPDK 22.11's
 // rte_hash doing the same work in the same binary.
 //
 //   BM_hit_v4/<impl>/<keys>   ns per packet: a lookup that hits, then a trTCM check (color-blind, one
@@ -63,9 +63,9 @@
 #include <string_view>
 #include <vector>
 
-#include "dataplane/eal.hpp"
-#include "dataplane/key_table.hpp"
-#include "dataplane/splitmix64.hpp"
+#include "dataplane/dpdk/eal.hpp"
+#include "dataplane/engine/key_table.hpp"
+#include "dataplane/replay/splitmix64.hpp"
 #include "policer/meter.hpp"
 #include "policer/profile.hpp"
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "control/language.hpp"
-#include "dataplane/splitmix64.hpp"
+#include "control/language/language.hpp"
+#include "dataplane/replay/splitmix64.hpp"
 
 namespace {
 

@@ -49,7 +49,7 @@
 #include <utility>
 #include <vector>
 
-#include "dataplane/splitmix64.hpp"
+#include "dataplane/replay/splitmix64.hpp"
 #include "policer/meter.hpp"
 #include "policer/profile.hpp"
 

@@ -6,7 +6,7 @@ The daemon runs as in the daemon benchmark (bench/daemon/run_bench.py, whose pie
 imports): net_pcap `rx_pcap=F,infinite_rx=1` in, net_null out, 64-byte frames, one worker (main lcore
 on core 0, the worker on core 1) or two (`--lcores 0@0,1@1,2@0`: the second worker beside the main
 lcore), its own --file-prefix, huge pages when the script can reserve them. This script is the client:
-one AF_UNIX connection speaking control/protocol.hpp (a 4-byte big-endian length, then a JSON object),
+one AF_UNIX connection speaking control/daemon/protocol.hpp (a 4-byte big-endian length, then a JSON object),
 pinned to core 0 (the control side's core), so that it does not time-slice with worker 0.
 
 Measurements, each in a daemon of its own, per number of workers:

@@ -1,5 +1,5 @@
 """tricolord between two dpdk-testpmd processes over memif: the rig behind `./dev run` and the daemon's
-generator test (tests/daemon/generator_test.py).
+generator test (tests/control/daemon/generator_test.py).
 
     generator: dpdk-testpmd txonly|flowgen --memif gen.sock-->  tricolord port 0
                                                                 tricolord port 1 --memif back.sock-->

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/capture.hpp"
+#include "dataplane/replay/capture.hpp"
 
 namespace {
 

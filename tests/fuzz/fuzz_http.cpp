@@ -1,4 +1,4 @@
-// libFuzzer: the metrics listener's request heads (control/http_request.hpp). The input is a byte
+// libFuzzer: the metrics listener's request heads (control/telemetry/http_request.hpp). The input is a byte
 // stream; its first byte chooses the size of the pieces it is fed in. Nothing may crash; the parser
 // never holds more than the head limit; an error is final; every request it gives is well formed;
 // and the stream fed in those pieces gives the same requests and error as the stream fed a byte at a
@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-#include "control/http_request.hpp"
+#include "control/telemetry/http_request.hpp"
 
 using namespace tricolor::control::http;
 

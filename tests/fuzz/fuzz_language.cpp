@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "control/language.hpp"
+#include "control/language/language.hpp"
 #include "policer/quote.hpp"
 
 namespace {

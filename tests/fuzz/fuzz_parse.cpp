@@ -24,8 +24,8 @@
 #include <initializer_list>
 #include <vector>
 
-#include "dataplane/actions.hpp"
-#include "dataplane/parse.hpp"
+#include "dataplane/engine/actions.hpp"
+#include "dataplane/engine/parse.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer: the control socket's framing and requests (control/protocol.hpp). The input is a byte
+// libFuzzer: the control socket's framing and requests (control/daemon/protocol.hpp). The input is a byte
 // stream, fed to a FrameReader in pieces whose sizes the input's first byte chooses; every frame is
 // parsed as a request and as a reply. Nothing may crash, the reader never holds more than a frame, and
 // a request that parses comes back the same through request_json.
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "control/protocol.hpp"
+#include "control/daemon/protocol.hpp"
 
 using namespace tricolor::control::protocol;
 

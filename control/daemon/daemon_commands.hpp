@@ -1,0 +1,76 @@
+#pragma once
+// What tricolord does with a control socket request (control_server.hpp), on its control side: the
+// command language on the running policy, applied whole or not at all, and the daemon's own commands.
+//
+//   ping                    "pong"
+//   version                 the daemon's version, the policy's source and when it was loaded
+//   names                   the rules', profiles' and color maps' names (the shell completes them)
+//   stats [rules | rule NAME | default | ports | workers]
+//                           the counters, all or one block (with "json": the same object as --json
+//                           prints, or its part); since the latest `reset counters`
+//   stats prometheus        every counter in Prometheus's text format, as the metrics listener's
+//                           /metrics serves it: from the daemon's start (`reset counters` aside)
+//   reset counters          what `stats` reports starts again from zero (the daemon's own counters, and
+//                           its final report, keep counting from the start, as SNMP counters do)
+//   key list RULE [top N | all] [by ORDER]
+//                           a per-key rule's live keys, the top N (10) by ORDER (red-bytes), each with
+//                           its worker and counters by color since the key was created
+//   key show RULE KEY       one key (as `key list` prints it, or any address inside its prefix): its
+//                           worker, its buckets' levels at its latest packet, its counters
+//   load (text inline)      a whole policy: loaded, then installed, or nothing changes
+//   save                    the running policy's text, as `show` prints it (it loads back to the same
+//                           state), and its counts in "result": tricolorctl writes it to the file the
+//                           operator names, as that operator; the daemon writes no file
+//   any language line       profile/color-map/rule add, change, delete, list, show ...
+//
+// A command that changes the policy is run on a copy; the copy is installed (Engine::update: a new
+// rule set published by RCU, the workers never paused, meters keeping their levels as the README's
+// live-change rule says); only if both succeed does it become the running policy. An error names the
+// token at fault and its column in the line. Every accepted change and every refused one goes to the
+// audit log with the peer's uid and pid.
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "control/daemon/control_server.hpp"
+#include "control/telemetry/prometheus.hpp"
+#include "control/daemon/protocol.hpp"
+#include "dataplane/dpdk/daemon_report.hpp"
+#include "dataplane/engine/engine.hpp"
+#include "dataplane/engine/policy.hpp"
+
+namespace tricolor::control {
+
+class DaemonCommands {
+ public:
+  using Log = std::function<void(const std::string& line)>;
+  // The counters now: the blocks asked for (dataplane::ReportSection), or all.
+  using Snapshot = std::function<dataplane::DaemonSnapshot(unsigned sections)>;
+
+  DaemonCommands(dataplane::Engine& engine, std::string source, Log audit, Snapshot snapshot);
+
+  protocol::Reply handle(const protocol::Request& request, const Peer& peer);
+
+  // The version, the start, and when the running policy was installed (the metrics' facts).
+  DaemonFacts facts() const;
+
+ private:
+  protocol::Reply install(dataplane::Policy next, const std::string& what, const Peer& peer);
+  protocol::Reply refuse(const std::string& line, const Error& error, const std::string& what, const Peer& peer);
+  protocol::Reply save() const;
+  protocol::Reply stats(const std::string& line, bool json);
+  protocol::Reply keys(const std::string& line, bool json);
+  protocol::Reply names(bool json) const;
+
+  dataplane::Engine& engine_;
+  std::string source_;  // where the running policy came from
+  std::chrono::system_clock::time_point started_at_;
+  std::chrono::system_clock::time_point loaded_at_;  // the running policy's installation
+  Log audit_;
+  Snapshot snapshot_;
+  std::optional<dataplane::DaemonSnapshot> baseline_;  // taken by `reset counters`
+  std::chrono::system_clock::time_point reset_at_;
+};
+
+}  // namespace tricolor::control

@@ -1,0 +1,292 @@
+#include "control/daemon/tricolord_options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "policer/quote.hpp"
+
+namespace tricolor::control {
+namespace {
+
+constexpr const char* kUsage = "tricolord [EAL options] -- --policy FILE [options]";
+
+constexpr const char* kEalHelp = R"(EAL options (before --; DPDK's own, see `dpdk-testpmd --help` for all):
+  -l CORES              the lcores: the first is the main lcore (control: sleeps, prints counters),
+                        each other one runs a worker (RX, meter, TX), e.g. -l 0,1 or -l 0-4
+  -a PCI                use this NIC (bound to vfio-pci: dpdk-devbind.py -b vfio-pci 0000:3b:00.0)
+  --vdev DEVICE         a virtual port: net_memif0,role=server,socket=/run/memif.sock
+                        net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap   net_af_xdp0,iface=eth1
+                        net_af_packet0,iface=eth1   net_ring0   net_null0
+  --no-huge -m MB       without huge pages (tricolord adds both when the machine has none free)
+  --file-prefix NAME    run beside other DPDK processes
+
+Ports: with --pair A:B packets received on A leave by B and those received on B leave by A (a bump
+in the wire); with --one-armed P they leave by P, the port they came in on. Without either, two ports
+or more make the pair 0:1 and one port is one-armed. A port is in one pair at most.
+)";
+
+constexpr const char* kOptionsHelp = R"(tricolord options (after --):
+  --policy FILE         the policy read at startup, in the command language (required)
+  --pair A:B            forward between ports A and B, both ways (repeatable)
+  --one-armed P         packets leave by the port they came in on (repeatable)
+  --clock tsc|rx-timestamp   the meters' clock (default tsc; see below)
+  --stats-interval S    print each rule's green/yellow/red rates every S seconds (default 0: off)
+  --json                counters as one JSON object per line on standard output
+  --duration S          stop by itself after S seconds (default 0: at SIGINT or SIGTERM)
+  --mbufs N             mbufs in the pool (default: sized for the ports' queues and bursts)
+  --mtu BYTES           the largest IP packet received (default 9000; capped by each port)
+  --rx-descriptors N    per RX queue (default 1024)
+  --tx-descriptors N    per TX queue (default 1024)
+  --max-classifier-entries N   the policy's limit of classifier entries (default 131072)
+  --handoff-ring N      mbufs each ring between two workers holds (default 1024; a power of two)
+  --dump-keys FILE      at the stop, write every live key (JSON lines: rule, key, worker, counters)
+  --socket PATH         the control socket tricolorctl talks to (default /run/tricolor/tricolor.sock)
+  --socket-group NAME   who may use it besides root (the file is given to the group, mode 0660)
+  --socket-idle-timeout S   a control connection with nothing in progress for S seconds is closed
+                        (default 60; tricolorctl connects again by itself)
+  --audit-log FILE      where accepted and refused changes are logged (default: syslog); created 0640
+  --metrics ADDR:PORT   serve the counters to Prometheus over HTTP, GET /metrics (off by default;
+                        e.g. 127.0.0.1:9400, [::1]:9400, 0.0.0.0:9400 for every interface)
+  --placement=none      for tests only: each worker meters what it receives on meters of its own,
+                        so a key may be metered by two workers (the flaw the default placement prevents)
+  --placement=steered   for tests and benchmarks only: take each RX queue's packets as already split
+                        by key, as a NIC steering by RSS delivers them (no handoff); inexact otherwise
+  --stamp-generation    for tests only: write into each forwarded IPv4 packet's identification field the
+                        low 16 bits of the rule set generation it was metered under (alters packets)
+  -h, --help            this text
+)";
+
+constexpr const char* kMoreHelp = R"(
+Clock: `tsc` (default) reads the CPU's time-stamp counter once per burst (the CPU should have an
+invariant TSC; tricolord warns when /proc/cpuinfo does not say so). `rx-timestamp` takes each packet's
+time from the port's RX timestamp (net_pcap reading a capture gives its times in microseconds;
+tricolord meters at 1e9 ticks per second, as tricolor-replay does); ports that give none are refused.
+
+Workers: each worker owns an RX queue on every port that has one per worker (else the first workers
+do) and a TX queue on every port (shared under a lock where a port has fewer). A per-key rule's keys
+are each metered by one worker: the one the NIC's RSS steers them to when every port hashes on fields
+of the key, otherwise the one a hash of the key names, to which the receiving worker passes the
+packet over a ring. Aggregate and parent meters are shared: each worker checks them for its packets.
+tricolord prints each rule's placement at startup.
+
+Signals: SIGINT or SIGTERM stops the workers, prints the final counters and exits 0.
+Exit status: 0 stopped cleanly; 1 the command line is wrong; 2 the policy cannot be read or is
+refused (its line and token are said); 3 the EAL, a port or memory failed.
+
+Examples:
+  tricolord -l 0,1 -a 0000:3b:00.0 -a 0000:3b:00.1 -- --policy /etc/tricolor/policy --stats-interval 1
+  tricolord -l 0,1 --no-huge --vdev net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap -- --policy p --clock rx-timestamp
+)";
+
+bool parse_port(const std::string& text, std::uint16_t& port) {
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value >= 65535) return false;
+  port = static_cast<std::uint16_t>(value);
+  return true;
+}
+
+int usage_error(const std::string& message) {
+  std::cerr << "tricolord: " << message << "\n(usage: " << kUsage << "; tricolord --help says more)\n";
+  return kExitUsage;
+}
+
+std::string help_text() {
+  std::ostringstream out;
+  out << "tricolord: the tricolor packet policer's poll-mode daemon. It meters each flow with the policy's\n"
+         "token buckets and three-color markers and forwards, drops or remarks packets by color.\n\n"
+      << "Usage: " << kUsage << "\n\n"
+      << kEalHelp << "\n"
+      << kOptionsHelp << kMoreHelp;
+  return out.str();
+}
+
+}  // namespace
+
+ParsedCommandLine parse_command_line(int argc, char** argv) {
+  ParsedCommandLine result;
+  DaemonOptions o;
+  std::vector<std::string> app_args;
+  int separator = -1;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--") == 0) {
+      separator = i;
+      break;
+    }
+  o.eal_args.push_back(argv[0]);
+  if (separator < 0) {
+    // Without `--` only a request for help makes sense: everything else is the daemon's part misplaced.
+    for (int i = 1; i < argc; ++i) app_args.push_back(argv[i]);
+    const bool help = app_args.size() == 1 && (app_args[0] == "--help" || app_args[0] == "-h");
+    if (!help) {
+      result.exit_status = usage_error(argc == 1 ? "no options: at least -- --policy FILE is needed"
+                                                 : "tricolord's own options go after `--` (EAL options before it)");
+      return result;
+    }
+  } else {
+    for (int i = 1; i < separator; ++i) o.eal_args.push_back(argv[i]);
+    for (int i = separator + 1; i < argc; ++i) app_args.push_back(argv[i]);
+  }
+
+  CLI::App app{"tricolord"};
+  app.set_help_flag();  // help is ours (it covers the EAL's part too)
+  bool help = false;
+  std::string clock = "tsc";
+  std::vector<std::string> pairs, one_armed;
+  app.add_flag("-h,--help", help, "this text");
+  app.add_option("--policy", o.policy_path, "the policy file read at startup (the command language)");
+  app.add_option("--pair", pairs, "A:B  forward between ports A and B, both ways (repeatable)");
+  app.add_option("--one-armed", one_armed, "P  packets leave by the port they came in on (repeatable)");
+  app.add_option("--clock", clock, "tsc | rx-timestamp  (default tsc)");
+  app.add_option("--stats-interval", o.stats_interval_s,
+                 "S  print rates per rule and color every S seconds (default 0: only at the end)");
+  app.add_flag("--json", o.json, "counters as one JSON object per line on standard output");
+  app.add_option("--duration", o.duration_s, "S  stop by itself after S seconds (default 0: at SIGINT/SIGTERM)");
+  app.add_option("--mbufs", o.mbufs, "N  mbufs in the pool (default: sized for the ports' queues and bursts)");
+  app.add_option("--mtu", o.mtu, "BYTES  the largest IP packet received (default 9000; capped by each port)");
+  app.add_option("--rx-descriptors", o.rx_descriptors, "N  per RX queue (default 1024)");
+  app.add_option("--tx-descriptors", o.tx_descriptors, "N  per TX queue (default 1024)");
+  std::string placement = "keys";
+  app.add_option("--handoff-ring", o.handoff_ring, "N  mbufs each ring between two workers holds (default 1024)")
+      ->check(CLI::Range(std::uint32_t{32}, std::uint32_t{1} << 20));
+  app.add_option("--socket", o.socket_path, "PATH  the control socket (default /run/tricolor/tricolor.sock)");
+  app.add_option("--socket-group", o.socket_group, "NAME  who may use the socket besides root");
+  app.add_option("--audit-log", o.audit_log_path, "FILE  accepted and refused changes (default: syslog)");
+  app.add_option("--socket-idle-timeout", o.socket_idle_timeout_s, "S  close control connections idle this long (default 60)");
+  std::string metrics;
+  app.add_option("--metrics", metrics, "ADDR:PORT  serve GET /metrics (Prometheus) there");
+  app.add_option("--dump-keys", o.dump_keys_path, "FILE  every live key at the stop, with its worker (JSON lines)");
+  app.add_option("--placement", placement, "keys | none | steered  (none, steered: for tests only)");
+  app.add_flag("--stamp-generation", o.stamp_generation, "for tests only: the rule set generation in each IPv4 ID");
+  app.add_option("--max-classifier-entries", o.max_classifier_entries,
+                 "N  the policy's limit of classifier entries (default 131072)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{UINT32_MAX}));
+  try {
+    std::vector<std::string> reversed(app_args.rbegin(), app_args.rend());  // CLI11 takes them reversed
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    result.exit_status = usage_error(e.what());
+    return result;
+  }
+  if (help) {
+    std::cout << help_text();
+    return result;
+  }
+  if (o.policy_path.empty()) {
+    result.exit_status = usage_error("--policy FILE is required: the policy to run");
+    return result;
+  }
+  if (placement == "none") o.placement = dataplane::PlacementMode::none;
+  else if (placement == "steered") o.placement = dataplane::PlacementMode::assume_steered;
+  else if (placement != "keys") {
+    result.exit_status =
+        usage_error("--placement " + quote(placement) + ": expected keys (the default), or none or steered (tests only)");
+    return result;
+  }
+  if ((o.handoff_ring & (o.handoff_ring - 1)) != 0) {
+    result.exit_status = usage_error("--handoff-ring " + std::to_string(o.handoff_ring) + ": expected a power of two");
+    return result;
+  }
+  if (clock == "tsc") o.clock = dataplane::ClockSource::tsc;
+  else if (clock == "rx-timestamp") o.clock = dataplane::ClockSource::rx_timestamp;
+  else {
+    result.exit_status = usage_error("--clock " + quote(clock) + ": expected tsc or rx-timestamp");
+    return result;
+  }
+  for (const std::string& text : pairs) {
+    const auto colon = text.find(':');
+    PortPair pair;
+    if (colon == std::string::npos || !parse_port(text.substr(0, colon), pair.a) ||
+        !parse_port(text.substr(colon + 1), pair.b) || pair.a == pair.b) {
+      result.exit_status = usage_error("--pair " + quote(text) + ": expected two different port numbers, A:B");
+      return result;
+    }
+    o.pairs.push_back(pair);
+  }
+  for (const std::string& text : one_armed) {
+    PortPair pair;
+    if (!parse_port(text, pair.a)) {
+      result.exit_status = usage_error("--one-armed " + quote(text) + ": expected a port number");
+      return result;
+    }
+    pair.b = pair.a;
+    o.pairs.push_back(pair);
+  }
+  if (o.stats_interval_s < 0 || o.duration_s < 0) {
+    result.exit_status = usage_error("--stats-interval and --duration take seconds, 0 or more");
+    return result;
+  }
+  if (!(o.socket_idle_timeout_s >= 0.1 && o.socket_idle_timeout_s <= 86400)) {
+    result.exit_status = usage_error("--socket-idle-timeout takes seconds from 0.1 to 86400");
+    return result;
+  }
+  if (o.mtu < 68 || o.rx_descriptors == 0 || o.tx_descriptors == 0) {
+    result.exit_status = usage_error("--mtu is at least 68, and a queue has at least one descriptor");
+    return result;
+  }
+  if (!metrics.empty()) {
+    auto address = parse_metrics_address(metrics);
+    if (!address) {
+      result.exit_status = usage_error(address.error().message);
+      return result;
+    }
+    o.metrics = *address;
+  }
+  result.options = std::move(o);
+  return result;
+}
+
+std::vector<RequestedPort> requested_vdev_ports(const std::vector<std::string>& eal_args) {
+  std::vector<RequestedPort> ports;
+  for (std::size_t i = 1; i < eal_args.size(); ++i) {
+    std::string devargs;
+    if (eal_args[i] == "--vdev" && i + 1 < eal_args.size()) devargs = eal_args[++i];
+    else if (eal_args[i].rfind("--vdev=", 0) == 0) devargs = eal_args[i].substr(7);
+    else continue;
+    std::string name = devargs.substr(0, devargs.find(','));
+    if (name.rfind("net_", 0) == 0 || name.rfind("eth_", 0) == 0) ports.push_back({devargs, name});
+  }
+  return ports;
+}
+
+std::string choose_memory(DaemonOptions& options, std::uint64_t heap_mb) {
+  bool sized = false, no_huge = false;
+  for (const std::string& arg : options.eal_args) {
+    sized = sized || arg == "-m" || arg.rfind("--socket-mem", 0) == 0;
+    no_huge = no_huge || arg == "--no-huge";
+  }
+  if (no_huge) {
+    if (sized) return "memory: without huge pages (--no-huge, as asked)";
+    // DPDK's own default without huge pages is 64 MB: too little for a pool and key tables.
+    options.eal_args.push_back("-m");
+    options.eal_args.push_back(std::to_string(heap_mb));
+    return "memory: without huge pages (--no-huge, as asked), -m " + std::to_string(heap_mb) + " added";
+  }
+  std::uint64_t free_pages = 0, page_kb = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.rfind("HugePages_Free:", 0) == 0) free_pages = std::strtoull(line.c_str() + 15, nullptr, 10);
+    if (line.rfind("Hugepagesize:", 0) == 0) page_kb = std::strtoull(line.c_str() + 13, nullptr, 10);
+  }
+  bool mounted = false;
+  std::ifstream mounts("/proc/mounts");
+  for (std::string line; std::getline(mounts, line);)
+    if (line.find(" hugetlbfs ") != std::string::npos) mounted = true;
+  if (free_pages > 0 && mounted)
+    return "memory: huge pages (" + std::to_string(free_pages) + " free pages of " + std::to_string(page_kb) + " kB)";
+  const std::string why = !mounted ? "no hugetlbfs mounted" : "no huge pages free";
+  options.eal_args.push_back("--no-huge");
+  if (!sized) {
+    options.eal_args.push_back("-m");
+    options.eal_args.push_back(std::to_string(heap_mb));
+  }
+  return "memory: without huge pages (" + why + "): --no-huge" + (sized ? "" : " -m " + std::to_string(heap_mb)) +
+         " added; reserve some for speed: echo 1024 > /proc/sys/vm/nr_hugepages";
+}
+
+}  // namespace tricolor::control

@@ -1,0 +1,71 @@
+#pragma once
+// tricolord's command line, DPDK's way: `tricolord [EAL options] -- [tricolord options]`. The EAL's
+// part goes to rte_eal_init as given, with `--no-huge` (and a heap size) added when the machine has
+// no huge pages to give; the daemon's part is read here, before the EAL or any port is touched.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/telemetry/metrics_server.hpp"
+#include "dataplane/dpdk/mbuf_view.hpp"
+#include "dataplane/engine/placement.hpp"
+#include "policer/expected.hpp"
+
+namespace tricolor::control {
+
+inline constexpr int kExitUsage = 1;    // the command line is wrong
+inline constexpr int kExitPolicy = 2;   // the startup policy cannot be read or is refused
+inline constexpr int kExitRuntime = 3;  // the EAL, a port or memory failed
+
+struct PortPair {
+  std::uint16_t a = 0, b = 0;  // a == b: one-armed
+};
+
+struct DaemonOptions {
+  std::vector<std::string> eal_args;  // argv[0] first
+  std::string policy_path;
+  std::vector<PortPair> pairs;        // empty: chosen from the ports found (see --help)
+  dataplane::ClockSource clock = dataplane::ClockSource::tsc;
+  double stats_interval_s = 0;        // 0: only the final counters
+  double duration_s = 0;              // 0: until SIGINT or SIGTERM
+  bool json = false;
+  std::uint32_t mbufs = 0;            // 0: sized from the ports
+  std::uint32_t mtu = 9000;
+  std::uint16_t rx_descriptors = 1024, tx_descriptors = 1024;
+  std::uint64_t max_classifier_entries = 0;  // 0: the engine's default
+  std::uint32_t handoff_ring = 1024;  // mbufs each ring between two workers holds
+  dataplane::PlacementMode placement = dataplane::PlacementMode::keys_by_hash;  // none: a test switch
+  bool stamp_generation = false;      // a test switch: the generation in each IPv4 packet's ID
+  std::string dump_keys_path;         // at the stop: every live key, with the worker that meters it
+  std::string socket_path = "/run/tricolor/tricolor.sock";  // the control socket
+  std::string socket_group;           // besides root, who may use it (a group name); empty: root only
+  double socket_idle_timeout_s = 60;  // a control connection with nothing in progress is closed after it
+  std::string audit_log_path;         // accepted and refused changes; empty: syslog
+  std::optional<MetricsAddress> metrics;  // the metrics listener's address; none: off
+};
+
+// What parse_command_line decided: run, or exit at once with a status (help printed, or an error
+// already said on stderr).
+struct ParsedCommandLine {
+  std::optional<DaemonOptions> options;
+  int exit_status = 0;
+};
+
+ParsedCommandLine parse_command_line(int argc, char** argv);
+
+// The ports asked for with --vdev (`--vdev DEVARGS` or `--vdev=DEVARGS`), in order: the option as given
+// and the device's name (DEVARGS up to its first comma), for drivers that make ports (net_*, or their
+// eth_* aliases).
+struct RequestedPort {
+  std::string devargs;
+  std::string name;
+};
+std::vector<RequestedPort> requested_vdev_ports(const std::vector<std::string>& eal_args);
+
+// Huge pages: the EAL uses them when hugetlbfs is mounted and pages are free. Otherwise `--no-huge`
+// and `-m` (the heap the mbufs and the engine need) are added, unless the operator chose. Returns a
+// sentence for the operator saying which.
+std::string choose_memory(DaemonOptions& options, std::uint64_t heap_mb);
+
+}  // namespace tricolor::control

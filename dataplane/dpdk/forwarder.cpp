@@ -1,0 +1,202 @@
+#include "dataplane/dpdk/forwarder.hpp"
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_ring_elem.h>
+
+#include <new>
+#include <rte_prefetch.h>
+
+#include "dataplane/engine/actions.hpp"
+#include "dataplane/engine/parse.hpp"
+
+namespace tricolor::dataplane {
+
+void Forwarder::run(StopState& stop) noexcept {
+  worker_.online();
+  while (!stop.requested.load(std::memory_order_relaxed)) {
+    std::uint32_t received = 0;
+    for (const RxQueue& rx : plan_.rx) received += poll_port(rx);
+    received += poll_rings();
+    counters_.polls.add(1);
+    if (received == 0) counters_.idle_polls.add(1);
+    worker_.quiescent();
+  }
+  // Stopped receiving; what the others still pass is processed until they have all stopped too.
+  stop.stopped_receiving.fetch_add(1, std::memory_order_acq_rel);
+  for (;;) {
+    const bool others_stopped = stop.stopped_receiving.load(std::memory_order_acquire) == workers_;
+    const std::uint16_t taken = poll_rings();
+    worker_.quiescent();
+    if (others_stopped && taken == 0) break;
+  }
+  worker_.offline();
+}
+
+std::uint16_t Forwarder::poll_port(const RxQueue& rx) noexcept {
+  rte_mbuf* mbufs[kBurst];
+  const std::uint16_t n = rte_eth_rx_burst(rx.port, rx.queue, mbufs, kBurst);
+  if (n != 0) process(mbufs, n, {});
+  return n;
+}
+
+std::uint16_t Forwarder::poll_rings() noexcept {
+  std::uint16_t taken = 0;
+  for (rte_ring* ring : plan_.from) taken += poll_ring(ring);
+  return taken;
+}
+
+std::uint16_t Forwarder::poll_ring(rte_ring* ring) noexcept {
+  HandedPacket taken[kBurst];
+  const auto n = static_cast<std::uint16_t>(
+      rte_ring_sc_dequeue_burst_elem(ring, taken, sizeof(HandedPacket), kBurst, nullptr));
+  if (n == 0) return 0;
+  // These mbufs were last written on another core: ask for all their header lines at once, then for
+  // their frames' first lines, rather than wait for each in turn.
+  rte_mbuf* mbufs[kBurst];
+  Handed handed[kBurst];
+  for (std::uint16_t i = 0; i < n; ++i) {
+    mbufs[i] = taken[i].mbuf;
+    handed[i] = taken[i].handed;
+    rte_prefetch0(mbufs[i]);
+  }
+  for (std::uint16_t i = 0; i < n; ++i) rte_prefetch0(rte_pktmbuf_mtod(mbufs[i], const void*));
+  counters_.handed_in.add(n);
+  process(mbufs, n, std::span<const Handed>(handed, n));
+  return n;
+}
+
+void Forwarder::view_all(rte_mbuf** mbufs, std::uint16_t n, PacketView* views) noexcept {
+  // Views built in place (guaranteed elision): a returned temporary copied over stalls on store
+  // forwarding, every packet.
+  if (options_.clock == ClockSource::tsc) {
+    const std::uint64_t now = rte_rdtsc();  // one clock read per burst
+    for (std::uint16_t i = 0; i < n; ++i) ::new (static_cast<void*>(&views[i])) PacketView(view_of(mbufs[i], mbufs[i]->port, now));
+    return;
+  }
+  std::uint64_t missing = 0;
+  for (std::uint16_t i = 0; i < n; ++i) {
+    std::uint64_t ticks;
+    if (rx_timestamp_ticks(mbufs[i], options_.timestamp, ticks)) last_timestamp_ = ticks;
+    else ++missing;  // metered at the time of the packet before it
+    ::new (static_cast<void*>(&views[i])) PacketView(view_of(mbufs[i], mbufs[i]->port, last_timestamp_));
+  }
+  if (missing != 0) counters_.no_timestamp.add(missing);
+}
+
+void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Handed> handed) noexcept {
+  PacketView views[kBurst];
+  Verdict verdicts[kBurst];
+  view_all(mbufs, n, views);
+  const RuleSet& set = worker_.process(std::span<PacketView>(views, n), std::span<Verdict>(verdicts, n), handed);
+
+  // Forwarded packets keep their order; dropped ones go back to the pool together; those another
+  // worker owns are passed on.
+  rte_mbuf* forward[kBurst];
+  rte_mbuf* drop[kBurst];
+  std::uint16_t forwarded = 0, dropped = 0, unrestored = 0, passed = 0;
+  for (std::uint16_t i = 0; i < n; ++i) {
+    if (verdicts[i].handoff) {
+      ++passed;
+    } else if (verdicts[i].drop) {
+      drop[dropped++] = mbufs[i];
+    } else if (restore_stripped_vlan(mbufs[i], views[i], options_.vlan_insert[plan_.egress[mbufs[i]->port]])) {
+      forward[forwarded++] = mbufs[i];
+    } else {
+      drop[dropped++] = mbufs[i];
+      ++unrestored;
+    }
+  }
+  if (options_.stamp_generation) [[unlikely]]
+    stamp(forward, forwarded, static_cast<std::uint16_t>(set.generation));
+  counters_.bursts.add(1);
+  counters_.packets.add(n - passed);
+  if (passed != 0) hand_over(mbufs, n, verdicts, set.generation);
+  if (dropped != 0) {
+    counters_.policy_drops.add(dropped - unrestored);
+    if (unrestored != 0) counters_.vlan_restore_failed.add(unrestored);
+    rte_pktmbuf_free_bulk(drop, dropped);
+  }
+  // By egress port, in order within each (a burst from a port has one; one from a ring may have more).
+  while (forwarded != 0) {
+    const std::uint16_t port = plan_.egress[forward[0]->port];
+    rte_mbuf* now[kBurst];
+    std::uint16_t sending = 0, later = 0;
+    for (std::uint16_t i = 0; i < forwarded; ++i) {
+      if (plan_.egress[forward[i]->port] == port) now[sending++] = forward[i];
+      else forward[later++] = forward[i];
+    }
+    transmit(port, now, sending);
+    forwarded = later;
+  }
+}
+
+void Forwarder::stamp(rte_mbuf** mbufs, std::uint16_t n, std::uint16_t generation) noexcept {
+  for (std::uint16_t i = 0; i < n; ++i) {
+    PacketView view = view_of(mbufs[i], mbufs[i]->port, 0);
+    stamp_ipv4_identification(view, parse(view), generation);
+  }
+}
+
+// Each owner's packets in one enqueue, in the order they came, with what this worker learned.
+void Forwarder::hand_over(rte_mbuf** mbufs, std::uint16_t n, const Verdict* verdicts, std::uint64_t generation) noexcept {
+  HandedPacket pending[kBurst];
+  std::uint16_t owners[kBurst];
+  std::uint16_t count = 0;
+  for (std::uint16_t i = 0; i < n; ++i) {
+    if (!verdicts[i].handoff) continue;
+    pending[count] = {mbufs[i], {static_cast<std::uint32_t>(generation), verdicts[i].rule}};
+    owners[count++] = verdicts[i].owner;
+  }
+  while (count != 0) {
+    const std::uint16_t owner = owners[0];
+    HandedPacket batch[kBurst];
+    std::uint16_t batched = 0, later = 0;
+    for (std::uint16_t i = 0; i < count; ++i) {
+      if (owners[i] == owner) {
+        batch[batched++] = pending[i];
+      } else {
+        owners[later] = owners[i];
+        pending[later++] = pending[i];
+      }
+    }
+    const unsigned taken = rte_ring_sp_enqueue_burst_elem(plan_.to[owner], batch, sizeof(HandedPacket), batched, nullptr);
+    counters_.handed_out.add(taken);
+    if (taken < batched) {  // the owner is behind: drop rather than wait for it
+      rte_mbuf* dropped[kBurst];
+      for (unsigned i = taken; i < batched; ++i) dropped[i - taken] = batch[i].mbuf;
+      rte_pktmbuf_free_bulk(dropped, batched - taken);
+      counters_.handoff_dropped.add(batched - taken);
+    }
+    count = later;
+  }
+}
+
+std::uint16_t Forwarder::send(std::uint16_t port, rte_mbuf** packets, std::uint16_t count) noexcept {
+  const TxQueue& tx = plan_.tx[port];
+  if (tx.lock == nullptr) return rte_eth_tx_burst(port, tx.queue, packets, count);
+  rte_spinlock_lock(tx.lock);
+  const std::uint16_t sent = rte_eth_tx_burst(port, tx.queue, packets, count);
+  rte_spinlock_unlock(tx.lock);
+  return sent;
+}
+
+void Forwarder::transmit(std::uint16_t port, rte_mbuf** packets, std::uint16_t count) noexcept {
+  std::uint16_t sent = send(port, packets, count);
+  // A port that takes nothing twice in a row is down or stuck: stop waiting for it, so that it does
+  // not slow the other paths by the whole retry budget every burst.
+  unsigned idle_tries = sent == 0 ? 1 : 0;
+  for (unsigned retry = 0; sent < count && retry < kTxRetries && idle_tries < kTxIdleTries; ++retry) {
+    rte_delay_us_block(1);
+    const std::uint16_t more = send(port, packets + sent, count - sent);
+    sent += more;
+    idle_tries = more == 0 ? idle_tries + 1 : 0;
+  }
+  if (sent < count) {
+    rte_pktmbuf_free_bulk(packets + sent, count - sent);
+    counters_.tx_dropped[port].add(count - sent);
+  }
+}
+
+}  // namespace tricolor::dataplane

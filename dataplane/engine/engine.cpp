@@ -1,0 +1,545 @@
+#include "dataplane/engine/engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <new>
+#include <thread>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "dataplane/engine/memory_text.hpp"
+#include "policer/quote.hpp"
+
+namespace tricolor::dataplane {
+
+// A rule name's state across rule sets: its shared meters, and each worker's counters and key table.
+// Freed (after a grace period) when the rule is deleted.
+struct Engine::Slot {
+  std::uint32_t id = 0;
+  std::unique_ptr<policer::SharedMeter> aggregate;          // the aggregate meter (per-key rules: the fallback)
+  std::shared_ptr<const policer::Profile> profile;          // what the rule's meters run on now
+  std::shared_ptr<const ProfileHistory> history;            // its recent changes
+  std::unique_ptr<policer::SharedMeter> parent;             // hierarchy
+  std::shared_ptr<const policer::Profile> parent_profile;
+  std::shared_ptr<const ProfileHistory> parent_history;
+  std::vector<std::unique_ptr<WorkerRuleCounters>> counters;  // per worker
+  PerKey per_key;                                           // the key tables' configuration
+  std::vector<std::unique_ptr<KeyedMeters>> keys;           // per worker (per-key rules)
+  // Placement off (a test switch): each worker's own aggregate and parent meters.
+  std::vector<std::unique_ptr<policer::SharedMeter>> local_aggregates, local_parents;
+};
+
+// What a replaced rule set owned, freed once every worker has passed a quiescent point after `token`.
+struct Engine::Retired {
+  std::uint64_t token = 0;
+  std::unique_ptr<RuleSet> set;
+  std::vector<std::unique_ptr<Slot>> slots;                   // deleted rules
+  std::vector<std::unique_ptr<policer::SharedMeter>> meters;  // parent meters given up
+  std::vector<std::unique_ptr<KeyedMeters>> tables;           // key tables replaced or given up
+};
+
+// Everything a policy change needs, made aside by prepare() (which may fail, or run out of memory,
+// without touching the engine); commit() then only moves pointers and cannot fail.
+struct Engine::Plan {
+  struct RulePlan {
+    Slot* slot = nullptr;                  // the rule's slot: an existing one, or `created`
+    std::unique_ptr<Slot> created;         // a new rule's
+    std::shared_ptr<const policer::Profile> profile, parent_profile;
+    std::shared_ptr<const ProfileHistory> history, parent_history;
+    std::unique_ptr<policer::SharedMeter> new_parent;  // a parent meter the rule did not have
+    std::vector<std::unique_ptr<policer::SharedMeter>> new_local_parents;  // the same, per worker (placement off)
+    bool drop_parent = false;                          // the rule has no parent any more
+    std::vector<std::unique_ptr<KeyedMeters>> new_keys;  // per worker: the rule's tables made afresh
+    bool drop_keys = false;                              // the rule has no key tables any more
+  };
+  EngineLimits limits;
+  bool built_classifier = false;
+  bool short_of_memory = false;  // prepare() failed for memory (retired sets may give some back)
+  std::unique_ptr<RuleSet> set;
+  std::vector<RulePlan> rules;  // in policy order
+  std::map<std::string, std::shared_ptr<const policer::Profile>> profiles;  // the next profiles_
+  std::map<std::string, std::unique_ptr<Slot>> slots;                       // the next slots_: names only until commit
+  Retired retired;                                                          // room reserved for what is replaced
+};
+
+namespace {
+
+std::uint64_t ticks(std::uint64_t ns, policer::TickRate rate) {
+  return static_cast<std::uint64_t>(static_cast<unsigned __int128>(ns) * rate.hz() / 1'000'000'000u);  // cold path
+}
+
+bool same_tables(const PerKey& a, const PerKey& b) {
+  return a.kind == b.kind && a.ipv4_prefix == b.ipv4_prefix && a.ipv6_prefix == b.ipv6_prefix &&
+         a.capacity == b.capacity && a.idle_timeout_ns == b.idle_timeout_ns;
+}
+
+// The classifier depends on the rules' matches and their order only.
+bool same_matches(const Policy& a, const std::vector<Rule>& b) {
+  if (a.rules.size() != b.size()) return false;
+  for (std::size_t i = 0; i < b.size(); ++i)
+    if (a.rules[i].match != b[i].match) return false;
+  return true;
+}
+
+Error key_index_unavailable(const Rule& rule) {
+  const std::uint32_t capacity = rule.per_key.capacity;
+  return Error{rule.name, "rule " + rule.name + ": cannot allocate its key index: capacity " + capacity_text(capacity) +
+                              " keys needs " + bytes_text(KeyedMeters::index_bytes_for(capacity)) + " (" +
+                              std::to_string(KeyedMeters::index_slots_for(capacity)) + " index slots of 8 bytes, and " +
+                              std::to_string(KeyedMeters::kBookkeepingBytesPerChunk) +
+                              " bytes of bookkeeping per 4096 keys), resident from the start: out of memory"};
+}
+
+// A profile change brought by set `generation`: the history the next sets carry.
+std::shared_ptr<const ProfileHistory> changed(const std::shared_ptr<const ProfileHistory>& history,
+                                              std::uint64_t generation, const policer::Profile& before) {
+  return std::make_shared<const ProfileHistory>((history ? *history : ProfileHistory{}).with(generation, before));
+}
+
+}  // namespace
+
+// Per-key rules with several workers: each key on one worker (by the ports' RSS hash if it is a
+// function of the key, else by handoff), or, as a test switch, wherever it arrives.
+Placement Engine::placement_of(const PerKey& key, unsigned workers) const noexcept {
+  if (key.kind == KeyKind::none) return local_meters(workers) ? Placement::local : Placement::shared;
+  if (workers == 1 || placement_ == PlacementMode::none) return Placement::local;
+  if (placement_ == PlacementMode::assume_steered) return Placement::steered;
+  return steerable(key, steering_) ? Placement::steered : Placement::by_key_hash;
+}
+
+// Placement off with several workers: aggregates and parents are per worker too, each worker metering
+// what it receives (the flaw the shared form prevents; a test switch).
+bool Engine::local_meters(unsigned workers) const noexcept { return workers > 1 && placement_ == PlacementMode::none; }
+
+// A rule's capacity is split across the workers that own its keys (rounded up); each worker's table
+// that fills is reported on its own.
+std::uint32_t Engine::worker_capacity_of(std::uint32_t capacity, Placement placement, unsigned workers) noexcept {
+  if (placement != Placement::by_key_hash && placement != Placement::steered) return capacity;
+  return static_cast<std::uint32_t>((std::uint64_t{capacity} + workers - 1) / workers);
+}
+
+Expected<std::unique_ptr<Engine>> Engine::create(const Policy& policy, policer::TickRate tick_rate,
+                                                 const EngineOptions& options) {
+  if (options.workers == 0) return Error{"workers", "an engine needs at least one worker"};
+  auto rcu = Rcu::make(options.workers);
+  if (!rcu) return rcu.error();
+  std::unique_ptr<Engine> engine(new Engine(tick_rate, std::move(*rcu), options));
+  if (auto ok = engine->update(policy, options.limits); !ok) return ok.error();
+  return engine;
+}
+
+Engine::Engine(policer::TickRate tick_rate, std::unique_ptr<Rcu> rcu, const EngineOptions& options)
+    : tick_rate_(tick_rate),
+      placement_(options.placement),
+      steering_(options.steering),
+      owners_(options.workers),
+      rcu_(std::move(rcu)) {
+  workers_.reserve(options.workers);
+  memory_.reserve(options.workers);
+  for (unsigned w = 0; w < options.workers; ++w) {
+    workers_.push_back(std::make_unique<Worker>(published_, *rcu_, w));
+    MemorySource* source = w < options.memory.size() ? options.memory[w] : nullptr;
+    memory_.push_back(source != nullptr ? source : &heap_memory());
+  }
+}
+
+// No worker may be processing any more.
+Engine::~Engine() = default;
+
+Expected<bool> Engine::update(const Policy& policy) { return update(policy, limits_); }
+
+Expected<bool> Engine::set_steering(const Steering& steering) {
+  const Steering before = steering_;
+  steering_ = steering;
+  auto published = update(Policy(policy()));
+  if (!published) steering_ = before;
+  return published;
+}
+
+Expected<bool> Engine::update(const Policy& policy, const EngineLimits& limits) {
+  // A change refused for memory is tried once more after what replaced rule sets hold is freed (see
+  // reclaim_waiting): changes sent back to back then fit as they do one at a time.
+  for (bool retried = false;; retried = true) {
+    // The plan dies after the commit with whatever the commit did not take; if preparing it failed,
+    // with everything it had made (a classifier, key tables).
+    Plan plan;
+    try {
+      if (auto ok = prepare(policy, limits, plan); !ok) {
+        if (plan.short_of_memory && !retried && reclaim_waiting()) continue;
+        return ok.error();
+      }
+      retired_.reserve(retired_.size() + 1);  // commit() retires the current set
+    } catch (const std::bad_alloc&) {
+      if (!retried && reclaim_waiting()) continue;
+      return Error{"memory", "the policy cannot be installed: out of memory (nothing was changed)"};
+    }
+    commit(plan);
+    return true;
+  }
+}
+
+// Waits, a little, for the workers to pass a quiescent point (each does at every poll, so this takes
+// microseconds; an offline worker is not waited for), then frees what retired sets owned. True if
+// something was freed. The control thread waits on the workers here, never the other way round.
+bool Engine::reclaim_waiting() noexcept {
+  constexpr auto kMostWait = std::chrono::milliseconds(100);
+  const std::size_t before = retired_.size();
+  const auto deadline = std::chrono::steady_clock::now() + kMostWait;
+  for (reclaim(); !retired_.empty() && std::chrono::steady_clock::now() < deadline; reclaim())
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  return retired_.size() < before;
+}
+
+Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits, Plan& plan) const {
+  const unsigned workers = static_cast<unsigned>(workers_.size());
+  const std::uint64_t generation = current_ ? current_->generation + 1 : 1;
+
+  // Names, indexed once (the first of a name wins, as Policy::find_* would have it).
+  std::unordered_map<std::string_view, const ProfileDef*> profile_defs;
+  std::unordered_map<std::string_view, const ColorMap*> color_maps;
+  profile_defs.reserve(policy.profiles.size());
+  color_maps.reserve(policy.color_maps.size());
+  for (const ProfileDef& def : policy.profiles) profile_defs.emplace(def.name, &def);
+  for (const ColorMap& map : policy.color_maps) color_maps.emplace(map.name, &map);
+
+  // Profiles: a name whose parameters are unchanged keeps its object (so its rules see no change);
+  // new or changed ones are translated.
+  for (const ProfileDef& def : policy.profiles) {
+    if (profile_defs.at(def.name) != &def) continue;  // a later definition of a name: unused
+    auto current = profiles_.find(def.name);
+    if (current != profiles_.end() && current->second->params() == def.params) {
+      plan.profiles.emplace(def.name, current->second);
+      continue;
+    }
+    auto profile = policer::Profile::make(def.params, tick_rate_);
+    if (!profile) return Error{profile.error().subject, "profile " + def.name + ": " + profile.error().message};
+    plan.profiles.emplace(def.name, std::make_shared<const policer::Profile>(*profile));
+  }
+
+  // References, and each rule's name once.
+  std::unordered_set<std::string_view> rule_names;
+  rule_names.reserve(policy.rules.size());
+  for (const Rule& rule : policy.rules) {
+    if (!rule_names.insert(rule.name).second) return Error{rule.name, "rule " + rule.name + " is defined twice"};
+    for (const auto* name : {&rule.profile, rule.parent ? &*rule.parent : nullptr}) {
+      if (name != nullptr && !profile_defs.contains(*name))
+        return Error{*name, "rule " + rule.name + ": no such profile " + quote(*name)};
+    }
+    for (const auto& map : {rule.pcp_map, rule.dscp_map}) {
+      if (map && !color_maps.contains(*map))
+        return Error{*map, "rule " + rule.name + ": no such color map " + quote(*map)};
+    }
+  }
+
+  auto set = std::make_unique<RuleSet>();
+  set->generation = generation;
+  set->workers = workers;
+  set->owners = &owners_;
+  set->default_action = policy.default_action;
+  set->policy = std::make_shared<const Policy>(policy);
+  // The classifier: the current one while no rule's match or place changed (a change of rates does
+  // not pay an rte_acl build), else built aside.
+  if (current_ && same_matches(*current_->policy, policy.rules) &&
+      current_->classifier->entries() <= limits.max_classifier_entries) {
+    set->classifier = current_->classifier;
+  } else {
+    auto classifier = Classifier::build(policy.rules, ClassifierLimits{limits.max_classifier_entries});
+    if (!classifier) return classifier.error();
+    set->classifier = std::move(*classifier);
+    plan.built_classifier = true;
+  }
+
+  // Per rule: its slot (kept by name, or new), its profiles and their histories, a parent meter if it
+  // gains one, key tables if it is new or its key definition, capacity or timeout changed (indexes
+  // allocated now, made resident below).
+  const std::size_t n = policy.rules.size();
+  plan.rules.resize(n);
+  set->rules.resize(n);
+  set->worker_rules.resize(n * workers);
+  set->profiles.reserve(2 * n);
+  plan.retired.slots.reserve(slots_.size());
+  plan.retired.meters.reserve(n * (local_meters(workers) ? workers + 1 : 1));
+  plan.retired.tables.reserve(n * workers);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Rule& rule = policy.rules[i];
+    Plan::RulePlan& rp = plan.rules[i];
+    rp.profile = plan.profiles.at(rule.profile);
+    if (rule.parent) rp.parent_profile = plan.profiles.at(*rule.parent);
+    plan.slots.emplace(rule.name, nullptr);
+
+    const auto old = slots_.find(rule.name);
+    if (old != slots_.end()) {
+      rp.slot = old->second.get();
+      rp.history = rp.slot->history;
+      if (rp.slot->profile != rp.profile) rp.history = changed(rp.history, generation, *rp.slot->profile);
+    } else {
+      rp.created = std::make_unique<Slot>();
+      rp.created->id = next_slot_ + static_cast<std::uint32_t>(i);
+      rp.created->aggregate = std::make_unique<policer::SharedMeter>(*rp.profile, 0);  // full, at any tick
+      if (local_meters(workers))
+        for (unsigned w = 0; w < workers; ++w)
+          rp.created->local_aggregates.push_back(std::make_unique<policer::SharedMeter>(*rp.profile, 0));
+      rp.created->counters.reserve(workers);
+      for (unsigned w = 0; w < workers; ++w) rp.created->counters.push_back(std::make_unique<WorkerRuleCounters>());
+      rp.slot = rp.created.get();
+    }
+    const Slot& slot = *rp.slot;
+
+    // A per-key meter is an entry of the key table (24 bytes of state): a sliding window of more
+    // sub-windows than fit there is refused, naming the rule and the profile.
+    if (rule.per_key.kind != KeyKind::none) {
+      if (auto fits = policer::validate_per_key(rp.profile->params()); !fits)
+        return Error{rule.profile, "rule " + rule.name + ": profile " + rule.profile + ": " + fits.error().message};
+    }
+    // Meters that outlive this set and may change algorithm with it: room for the new profile's state
+    // (a sliding window's counters) is made here, so the workers' catch-up never allocates.
+    slot.aggregate->prepare(*rp.profile);
+    for (const auto& meter : slot.local_aggregates) meter->prepare(*rp.profile);
+    if (rule.parent && slot.parent) {
+      slot.parent->prepare(*rp.parent_profile);
+      for (const auto& meter : slot.local_parents) meter->prepare(*rp.parent_profile);
+    }
+
+    // Hierarchy: the parent meter keeps its levels across changes like any meter.
+    if (rule.parent) {
+      if (slot.parent && !rp.created) {
+        rp.parent_history = slot.parent_history;
+        if (slot.parent_profile != rp.parent_profile)
+          rp.parent_history = changed(rp.parent_history, generation, *slot.parent_profile);
+      } else {
+        rp.new_parent = std::make_unique<policer::SharedMeter>(*rp.parent_profile, 0);
+        if (local_meters(workers))
+          for (unsigned w = 0; w < workers; ++w)
+            rp.new_local_parents.push_back(std::make_unique<policer::SharedMeter>(*rp.parent_profile, 0));
+      }
+    } else {
+      rp.drop_parent = slot.parent != nullptr;
+    }
+
+    // Key tables: kept while the key definition, capacity and timeout stay; otherwise made afresh.
+    const bool keyed = rule.per_key.kind != KeyKind::none;
+    const Placement placement = placement_of(rule.per_key, workers);
+    const bool keys_kept = !slot.keys.empty() && same_tables(slot.per_key, rule.per_key);
+    if (keyed && !keys_kept) {
+      rp.new_keys.reserve(workers);
+      for (unsigned w = 0; w < workers; ++w) {
+        auto table = KeyedMeters::allocate(worker_capacity_of(rule.per_key.capacity, placement, workers),
+                                           ticks(rule.per_key.idle_timeout_ns, tick_rate_), *memory_[w]);
+        if (!table) {
+          plan.short_of_memory = true;
+          return key_index_unavailable(rule);
+        }
+        rp.new_keys.push_back(std::move(table));
+      }
+    }
+    rp.drop_keys = !keyed && !slot.keys.empty();
+
+    // The rule as workers run it.
+    CompiledRule& c = set->rules[i];
+    c.slot = slot.id;
+    c.input = rule.input;
+    c.length = rule.length;
+    for (std::size_t in = 0; in < 3; ++in)
+      for (std::size_t out = 0; out < 3; ++out)
+        c.action[in][out] = (rule.input != InputColor::blind && rule.on_pair[in][out]) ? *rule.on_pair[in][out]
+                                                                                       : rule.on_color[out];
+    if (rule.input == InputColor::mapped) {
+      if (rule.pcp_map) {
+        c.has_pcp_map = true;
+        std::copy_n(color_maps.at(*rule.pcp_map)->colors.begin(), c.pcp_map.size(), c.pcp_map.begin());
+      }
+      if (rule.dscp_map) {
+        c.has_dscp_map = true;
+        c.dscp_map = color_maps.at(*rule.dscp_map)->colors;
+      }
+      c.input_default = rule.input_default;
+    }
+    c.per_key = rule.per_key;
+    c.placement = placement;
+    c.profile = rp.profile.get();
+    c.history = rp.history.get();
+    c.profile_generation = rp.history ? rp.history->newest() : 0;
+    c.aggregate = slot.aggregate.get();
+    set->profiles.push_back(rp.profile);
+    if (rp.history) set->histories.push_back(rp.history);
+    if (rule.parent) {
+      c.parent = rp.new_parent ? rp.new_parent.get() : slot.parent.get();
+      c.parent_profile = rp.parent_profile.get();
+      c.parent_history = rp.new_parent ? nullptr : rp.parent_history.get();
+      c.parent_generation = c.parent_history ? c.parent_history->newest() : 0;
+      set->profiles.push_back(rp.parent_profile);
+      if (c.parent_history) set->histories.push_back(rp.parent_history);
+    }
+    if (keyed) set->keyed.push_back(static_cast<std::uint32_t>(i));
+    for (unsigned w = 0; w < workers; ++w) {
+      WorkerRule& mine = set->worker_rules[i * workers + w];
+      mine.counters = slot.counters[w].get();
+      if (keyed) mine.keys = keys_kept ? slot.keys[w].get() : rp.new_keys[w].get();
+      const bool local = local_meters(workers);
+      mine.aggregate = local ? slot.local_aggregates[w].get() : c.aggregate;
+      if (rule.parent) mine.parent = !local ? c.parent : rp.new_parent ? rp.new_local_parents[w].get() : slot.local_parents[w].get();
+    }
+  }
+  // Every new index allocated: now committed, all of them (a big index takes a while: not before the
+  // others are known to fit).
+  for (std::size_t i = 0; i < n; ++i)
+    for (auto& table : plan.rules[i].new_keys)
+      if (!table->make_resident()) {
+        plan.short_of_memory = true;
+        return key_index_unavailable(policy.rules[i]);
+      }
+  plan.set = std::move(set);
+  plan.limits = limits;
+  return true;
+}
+
+static_assert(std::is_nothrow_move_assignable_v<std::shared_ptr<const policer::Profile>>, "commit() cannot fail");
+
+void Engine::commit(Plan& plan) noexcept {
+  Retired& retired = plan.retired;
+  // Rules by name: each slot takes what the plan made for it; replaced tables and given-up meters go
+  // with the old set (a worker may still be using them).
+  const Policy& policy = *plan.set->policy;
+  for (std::size_t i = 0; i < plan.rules.size(); ++i) {
+    Plan::RulePlan& rp = plan.rules[i];
+    auto& entry = plan.slots.find(policy.rules[i].name)->second;
+    entry = rp.created ? std::move(rp.created) : std::move(slots_.find(policy.rules[i].name)->second);
+    Slot& slot = *entry;
+    slot.profile = std::move(rp.profile);
+    slot.history = std::move(rp.history);
+    if (rp.new_parent) slot.parent = std::move(rp.new_parent), slot.local_parents = std::move(rp.new_local_parents);
+    if (rp.drop_parent) {
+      retired.meters.push_back(std::move(slot.parent));
+      for (auto& meter : slot.local_parents) retired.meters.push_back(std::move(meter));
+      slot.local_parents.clear();
+    }
+    slot.parent_profile = std::move(rp.parent_profile);
+    slot.parent_history = std::move(rp.parent_history);
+    if (!rp.new_keys.empty() || rp.drop_keys) {
+      for (auto& table : slot.keys) retired.tables.push_back(std::move(table));
+      slot.keys = std::move(rp.new_keys);
+    }
+    slot.per_key = policy.rules[i].per_key;
+  }
+  for (auto& [name, slot] : slots_)
+    if (slot) retired.slots.push_back(std::move(slot));  // deleted rules
+  slots_ = std::move(plan.slots);
+  next_slot_ += static_cast<std::uint32_t>(plan.rules.size());
+  profiles_ = std::move(plan.profiles);
+
+  // Publish; the old set (and what it alone used) is freed after a grace period.
+  published_.store(plan.set.get(), std::memory_order_release);
+  retired.set = std::move(current_);
+  current_ = std::move(plan.set);
+  retired.token = rcu_->start();
+  retired_.push_back(std::move(retired));
+  limits_ = plan.limits;
+  classifier_builds_ += plan.built_classifier;
+}
+
+void Engine::reclaim() noexcept {
+  std::size_t done = 0;
+  while (done < retired_.size() && rcu_->passed(retired_[done].token)) ++done;
+  retired_.erase(retired_.begin(), retired_.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+std::size_t Engine::retired_sets() const noexcept { return retired_.size(); }
+
+void Engine::maintain() noexcept {
+  for (unsigned w = 0; w < current_->workers; ++w)
+    for (const std::uint32_t rule : current_->keyed) current_->worker_rule(rule, w).keys->replenish();
+  reclaim();
+}
+
+void Engine::process(std::span<PacketView> burst, std::span<Verdict> verdicts) noexcept {
+  Worker& worker = *workers_[0];
+  worker.online();
+  worker.process(burst, verdicts);
+  // The control side's work, on this thread: the tables the burst took chunks from, or gave chunks
+  // back to, topped up and drained (others have nothing to do), then what retired sets owned freed.
+  for (KeyedMeters* table : worker.tables_touched()) table->replenish();
+  worker.offline();
+  reclaim();
+}
+
+RuleCounters Engine::counters(std::size_t rule) const noexcept {
+  RuleCounters sum;
+  for (unsigned w = 0; w < current_->workers; ++w) current_->worker_rule(rule, w).counters->add_to(sum);
+  return sum;
+}
+
+RuleCounters Engine::counters(std::size_t rule, unsigned worker) const noexcept {
+  RuleCounters sum;
+  current_->worker_rule(rule, worker).counters->add_to(sum);
+  return sum;
+}
+
+std::uint32_t Engine::worker_capacity(std::size_t rule) const noexcept {
+  const CompiledRule& r = current_->rules[rule];
+  return worker_capacity_of(r.per_key.capacity, r.placement, current_->workers);
+}
+
+std::size_t Engine::live_keys(std::size_t rule, unsigned worker) const noexcept {
+  const KeyedMeters* table = current_->worker_rule(rule, worker).keys;
+  return table != nullptr ? table->size() : 0;
+}
+
+DefaultCounters Engine::default_counters() const noexcept {
+  DefaultCounters sum;
+  for (const auto& worker : workers_) worker->default_counters().add_to(sum);
+  return sum;
+}
+
+template <class Fn>
+void Engine::each_table(std::size_t rule, Fn&& fn) const {
+  for (unsigned w = 0; w < current_->workers; ++w)
+    if (const KeyedMeters* table = current_->worker_rule(rule, w).keys) fn(*table);
+}
+
+void Engine::for_each_key(std::size_t rule, const KeyVisitor& fn) const {
+  for (unsigned w = 0; w < current_->workers; ++w)
+    if (const KeyedMeters* table = current_->worker_rule(rule, w).keys)
+      table->for_each([&](const MeterKey& key, const policer::State& state, const KeyCounters& c) {
+        fn(LiveKey{key, state, c, w});
+      });
+}
+
+std::size_t Engine::live_keys(std::size_t rule) const noexcept {
+  std::size_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.size(); });
+  return sum;
+}
+
+std::size_t Engine::key_index_bytes(std::size_t rule) const noexcept {
+  std::size_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.index_bytes(); });
+  return sum;
+}
+
+std::size_t Engine::key_entry_bytes(std::size_t rule) const noexcept {
+  std::size_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.entry_bytes(); });
+  return sum;
+}
+
+std::size_t Engine::key_spare_bytes(std::size_t rule) const noexcept {
+  std::size_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.spare_bytes(); });
+  return sum;
+}
+
+std::size_t Engine::key_memory_bytes(std::size_t rule) const noexcept {
+  std::size_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.memory_bytes(); });
+  return sum;
+}
+
+std::uint64_t Engine::keys_starved(std::size_t rule) const noexcept {
+  std::uint64_t sum = 0;
+  each_table(rule, [&](const KeyedMeters& table) { sum += table.starved(); });
+  return sum;
+}
+
+}  // namespace tricolor::dataplane

@@ -1,0 +1,363 @@
+#include "dataplane/engine/worker.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <new>
+
+#include "dataplane/engine/actions.hpp"
+#include "dataplane/engine/parse.hpp"
+#include "dataplane/engine/rcu.hpp"
+
+namespace tricolor::dataplane {
+
+namespace {
+constexpr std::uint32_t kStrippedTagBytes = 4;
+constexpr std::int64_t kL1OverheadBytes = 24;  // preamble and SFD 8, inter-frame gap 12, FCS 4
+constexpr std::size_t kPrefetchAhead = 4;      // frames whose first line is fetched while parsing
+constexpr std::size_t kSweepBudget = 64;       // key-table index slots examined per burst
+
+std::uint32_t l2_bytes(const PacketView& v) noexcept {
+  return v.wire_length + (v.has_stripped_vlan ? kStrippedTagBytes : 0);
+}
+
+// A new key that found its rule's table full and whose fallback is not the aggregate meter: no meter
+// saw it, so it skips the parent and takes the default action or a drop.
+bool unmetered(const Verdict& v, KeyFallback fallback) noexcept {
+  return v.table_full && fallback != KeyFallback::aggregate;
+}
+}  // namespace
+
+std::uint32_t metered_length(const PacketView& view, const Parsed& parsed, const MeteredLength& length) noexcept {
+  std::int64_t base = 0;
+  switch (length.base) {
+    case LengthBase::l1: base = std::int64_t{l2_bytes(view)} + kL1OverheadBytes; break;
+    case LengthBase::l2: base = l2_bytes(view); break;
+    case LengthBase::l3: base = parsed.l3_length; break;
+  }
+  return static_cast<std::uint32_t>(std::clamp<std::int64_t>(base + length.adjust, 0, UINT32_MAX));
+}
+
+void Worker::quiescent() noexcept { rcu_.quiescent(id_); }
+void Worker::online() noexcept { rcu_.online(id_); }
+void Worker::offline() noexcept { rcu_.offline(id_); }
+
+void Worker::apply(PacketView& view, const Parsed& parsed, const Action& action, Verdict& verdict) noexcept {
+  if (action.drop) {
+    verdict.drop = true;
+    return;
+  }
+  if (action.dscp && remark_dscp(view, parsed, *action.dscp)) {
+    verdict.dscp_set = true;
+    verdict.dscp = *action.dscp;
+  }
+  if (action.pcp && set_pcp(view, parsed, *action.pcp)) {
+    verdict.pcp_set = true;
+    verdict.pcp = *action.pcp;
+  }
+}
+
+void Worker::take_default(const RuleSet& set, PacketView& view, const Parsed& parsed, DefaultReason reason,
+                          Verdict& verdict) noexcept {
+  verdict.reason = reason;
+  verdict.error = parsed.error;
+  WorkerDefaultCounters& c = defaults_;
+  c.packets.add(1);
+  c.bytes.add(l2_bytes(view));
+  switch (reason) {
+    case DefaultReason::malformed: c.malformed[static_cast<std::size_t>(parsed.error)].add(1); break;
+    case DefaultReason::non_ip: c.non_ip.add(1); break;
+    case DefaultReason::no_match: c.no_match.add(1); break;
+    case DefaultReason::none: break;
+  }
+  apply(view, parsed, set.default_action, verdict);
+  if (verdict.drop) {
+    c.dropped_packets.add(1);
+    c.dropped_bytes.add(l2_bytes(view));
+  }
+}
+
+Color Worker::input_color(const CompiledRule& rule, const Parsed& parsed) const noexcept {
+  switch (rule.input) {
+    case InputColor::blind: return Color::green;
+    case InputColor::dscp: return color_from_dscp(parsed.dscp);
+    case InputColor::mapped:
+      if (rule.has_pcp_map && parsed.has_vlan) return rule.pcp_map[parsed.pcp & 7];
+      if (rule.has_dscp_map) return rule.dscp_map[parsed.dscp & 63];
+      return rule.input_default;
+  }
+  return Color::green;
+}
+
+// One critical section for the burst: the meter is first brought through the profile changes it has
+// not seen (catch_up_shared), then colors the packets.
+void Worker::check_shared(policer::SharedMeter& meter, const policer::Profile& profile, std::uint64_t generation,
+                          const ProfileHistory* history, std::span<const std::uint64_t> times,
+                          std::span<const std::uint32_t> lengths, std::span<const Color> in,
+                          std::span<Color> out) noexcept {
+  meter.check_burst_after(
+      [&](policer::AggregateMeter& m, std::uint64_t& applied) {
+        catch_up_shared(m, applied, history, generation, profile, seen_, first_tick_);
+      },
+      times, lengths, in, out);
+}
+
+void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
+                         std::span<const MeterKey> keys, std::span<const PacketView> burst,
+                         std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
+                         std::span<const Color> in, std::span<Color> out, std::span<Verdict> verdicts) noexcept {
+  const CompiledRule& rule = set.rules[r];
+  const WorkerRule& mine = set.worker_rule(r, id_);
+  KeyedMeters& table = *mine.keys;
+  WorkerRuleCounters& counters = *mine.counters;
+  const policer::Profile& profile = *rule.profile;
+  const bool blind = rule.input == InputColor::blind;
+  const std::size_t n = packets.size();
+  // A key last checked before the newest profile change this worker saw has changes to catch up on
+  // (rule_set.hpp); any other key, which is nearly all of them, costs one comparison.
+  std::uint64_t changed_at = 0;
+  if (rule.history != nullptr) changed_at = seen_.tick_of(rule.history->newest()).value_or(seen_.oldest_tick());
+  // Hash every key (made by process()) and prefetch its index slot; then look each up (creating or
+  // renewing its meter) and prefetch the entry; then meter each packet on its own meter.
+  std::uint64_t hashes[kMaxBurst];
+  KeyedMeters::Entry* entries[kMaxBurst];
+  for (std::size_t k = 0; k < n; ++k) {
+    hashes[k] = table.hash(keys[packets[k]]);
+    table.prefetch(hashes[k]);
+  }
+  std::uint64_t created = 0, renewed = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    KeyedMeters::Outcome outcome;
+    entries[k] =
+        table.acquire(keys[packets[k]], hashes[k], times[k], policer::full_state(profile, times[k]), outcome);
+    created += outcome == KeyedMeters::Outcome::created;
+    renewed += outcome == KeyedMeters::Outcome::renewed;
+    if (entries[k] != nullptr) {  // both lines: the levels in the first, the tick and counters in the second
+      __builtin_prefetch(entries[k], 1);
+      __builtin_prefetch(reinterpret_cast<const char*>(entries[k]) + 64, 1);
+    }
+  }
+  if (created != 0) {
+    counters.keys_created.add(created);
+    touched_[touched_count_++] = &table;
+  }
+  if (renewed != 0) counters.keys_renewed.add(renewed);
+  // A key behind a change catches up, out of line: the ticks of the rule's history are worked out at
+  // the burst's first such key and serve the others.
+  std::optional<HistoryTicks> ticks;
+  const auto catch_up = [&](policer::State& state, std::uint64_t now) __attribute__((noinline)) {
+    if (!ticks) ticks.emplace(*rule.history, seen_);
+    if (!catch_up_key(state, *rule.history, *ticks, profile))
+      state = policer::full_state(profile, std::max(state.last, now));  // missed a forgotten change
+  };
+  policer::with_algorithm(profile.algorithm(), [&](auto algo) {
+    using Algo = decltype(algo);
+    for (std::size_t k = 0; k < n; ++k) {
+      KeyedMeters::Entry* e = entries[k];
+      if (e == nullptr) continue;
+      KeyedMeters::begin_write(*e);
+      if (e->state.last < changed_at) [[unlikely]]
+        catch_up(e->state, times[k]);
+      const Color color = blind ? policer::check_blind<Algo>(e->state, profile, times[k], lengths[k])
+                                : policer::check_aware<Algo>(e->state, profile, times[k], lengths[k], in[k]);
+      const auto c = static_cast<std::size_t>(color);
+      ++e->counters.packets[c];
+      e->counters.bytes[c] += l2_bytes(burst[packets[k]]);
+      KeyedMeters::end_write(*e);
+      out[k] = color;
+      verdicts[packets[k]].keyed = true;
+    }
+  });
+  // New keys that found the table full take the rule's fallback: with `aggregate`, metered together by
+  // the rule's aggregate meter; otherwise they are marked and handled with the actions.
+  std::uint64_t fb_times[kMaxBurst];
+  std::uint32_t fb_lengths[kMaxBurst];
+  Color fb_in[kMaxBurst], fb_out[kMaxBurst];
+  std::size_t fb_slot[kMaxBurst], fallbacks = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (entries[k] != nullptr) continue;
+    verdicts[packets[k]].table_full = true;
+    out[k] = Color::red;
+    fb_times[fallbacks] = times[k];
+    fb_lengths[fallbacks] = lengths[k];
+    fb_in[fallbacks] = in[k];
+    fb_slot[fallbacks++] = k;
+  }
+  if (fallbacks == 0) return;
+  counters.table_full.add(fallbacks);
+  if (rule.per_key.fallback == KeyFallback::aggregate) {
+    check_shared(*mine.aggregate, profile, rule.profile_generation, rule.history, {fb_times, fallbacks},
+                 {fb_lengths, fallbacks}, blind ? std::span<const Color>() : std::span<const Color>(fb_in, fallbacks),
+                 {fb_out, fallbacks});
+    for (std::size_t j = 0; j < fallbacks; ++j) out[fb_slot[j]] = fb_out[j];
+  }
+}
+
+void Worker::sweep_keys(const RuleSet& set, std::uint64_t now) noexcept {
+  if (set.keyed.empty()) return;
+  if (sweep_cursor_ >= set.keyed.size()) sweep_cursor_ = 0;  // a wrap, not a division per burst
+  KeyedMeters& table = *set.worker_rule(set.keyed[sweep_cursor_++], id_).keys;
+  if (table.sweep(now, kSweepBudget) != 0) touched_[touched_count_++] = &table;
+}
+
+const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> verdicts,
+                               std::span<const Handed> handed) noexcept {
+  // The newest set, once per burst: it stays ours until our next quiescent point.
+  const RuleSet& set = *published_.load(std::memory_order_acquire);
+  const std::size_t n = std::min(burst.size(), kMaxBurst);
+  touched_count_ = 0;
+  // Uninitialised: each is built in place below (zeroing 32 of them cost more than a small burst).
+  alignas(Parsed) std::byte parsed_storage[sizeof(Parsed) * kMaxBurst];
+  Parsed* const parsed = reinterpret_cast<Parsed*>(parsed_storage);
+  std::uint64_t earliest = UINT64_MAX, latest = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchAhead < n) __builtin_prefetch(burst[i + kPrefetchAhead].data);
+    // Built in place (guaranteed elision): a returned temporary copied over stalled on store
+    // forwarding, as the verdicts below did.
+    ::new (static_cast<void*>(&parsed[i])) Parsed(parse(burst[i]));
+    earliest = std::min(earliest, burst[i].arrival);
+    latest = std::max(latest, burst[i].arrival);
+  }
+  if (n == 0) return set;
+  // The first burst under a new set: the changes it brought take effect now, in this worker's clock.
+  first_tick_ = earliest;
+  if (set.generation != generation_) {
+    seen_.record(set.generation, earliest);
+    generation_ = set.generation;
+    seen_generation_.store(set.generation, std::memory_order_relaxed);
+    sweep_cursor_ = 0;
+  }
+  // Packets handed over by the workers that received them under this very set keep the rule they
+  // matched there; any other burst is classified.
+  std::uint32_t rule[kMaxBurst];
+  const auto generation = static_cast<std::uint32_t>(set.generation);
+  const bool placed = !handed.empty() && std::all_of(handed.begin(), handed.begin() + static_cast<std::ptrdiff_t>(n),
+                                                     [&](const Handed& h) { return h.generation == generation; });
+  if (placed) {
+    for (std::size_t i = 0; i < n; ++i) rule[i] = handed[i].rule;
+  } else {
+    set.classifier->classify(burst.first(n), std::span<const Parsed>(parsed, n), std::span<std::uint32_t>(rule, n));
+  }
+
+  // Default-action packets now; packets whose key another worker owns marked for it (a packet handed
+  // over under this set was placed here by the same rule); the rest grouped by rule, in arrival order
+  // within a rule.
+  std::uint8_t order[kMaxBurst];
+  MeterKey keys[kMaxBurst];  // of the packets of per-key rules
+  std::size_t metered = 0;
+  static constexpr Verdict kFresh{};  // copied from memory: a temporary built field by field on the
+                                      // stack and read back whole stalled every packet on store forwarding
+  for (std::size_t i = 0; i < n; ++i) {
+    verdicts[i] = kFresh;
+    if (parsed[i].error != ParseError::none) take_default(set, burst[i], parsed[i], DefaultReason::malformed, verdicts[i]);
+    else if (parsed[i].l3 == L3::none) take_default(set, burst[i], parsed[i], DefaultReason::non_ip, verdicts[i]);
+    else if (rule[i] == kNoRule) take_default(set, burst[i], parsed[i], DefaultReason::no_match, verdicts[i]);
+    else {
+      const CompiledRule& cr = set.rules[rule[i]];
+      if (cr.per_key.kind != KeyKind::none) {
+        make_key(cr.per_key, parsed[i], keys[i]);
+        if (cr.placement == Placement::by_key_hash && !placed) {
+          const unsigned owner = set.owners->owner(keys[i]);
+          if (owner != id_) {
+            verdicts[i].handoff = true;
+            verdicts[i].owner = static_cast<std::uint16_t>(owner);
+            verdicts[i].rule = rule[i];
+            continue;
+          }
+        }
+      }
+      order[metered++] = static_cast<std::uint8_t>(i);
+    }
+  }
+  std::sort(order, order + metered, [&](std::uint8_t a, std::uint8_t b) {
+    return rule[a] != rule[b] ? rule[a] < rule[b] : a < b;
+  });
+
+  for (std::size_t start = 0; start < metered;) {
+    const std::uint32_t r = rule[order[start]];
+    std::size_t end = start;
+    while (end < metered && rule[order[end]] == r) ++end;
+    const std::size_t count = end - start;
+    const std::span<const std::uint8_t> group(order + start, count);
+    const CompiledRule& cr = set.rules[r];
+    const WorkerRule& mine = set.worker_rule(r, id_);
+    const bool blind = cr.input == InputColor::blind;
+
+    std::uint64_t times[kMaxBurst];
+    std::uint32_t lengths[kMaxBurst];
+    Color in[kMaxBurst];
+    Color out[kMaxBurst];
+    for (std::size_t k = 0; k < count; ++k) {
+      const std::size_t i = group[k];
+      times[k] = burst[i].arrival;
+      lengths[k] = metered_length(burst[i], parsed[i], cr.length);
+      in[k] = input_color(cr, parsed[i]);
+    }
+    if (cr.per_key.kind == KeyKind::none) {
+      check_shared(*mine.aggregate, *cr.profile, cr.profile_generation, cr.history, {times, count}, {lengths, count},
+                   blind ? std::span<const Color>() : std::span<const Color>(in, count), {out, count});
+    } else {
+      meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), {times, count}, {lengths, count}, {in, count}, {out, count}, verdicts);
+    }
+
+    // Hierarchy: the packets the child did not mark red go on to the parent, color-aware with the
+    // child's color as input; the parent's color is the packet's. Red ones skip it; nothing is refunded.
+    if (cr.parent != nullptr) {
+      std::uint64_t p_times[kMaxBurst];
+      std::uint32_t p_lengths[kMaxBurst];
+      Color p_in[kMaxBurst], p_out[kMaxBurst];
+      std::size_t p_slot[kMaxBurst], forwarded = 0;
+      for (std::size_t k = 0; k < count; ++k) {
+        const std::size_t i = group[k];
+        if (out[k] == Color::red || unmetered(verdicts[i], cr.per_key.fallback)) continue;
+        p_times[forwarded] = times[k];
+        p_lengths[forwarded] = lengths[k];
+        p_in[forwarded] = out[k];
+        p_slot[forwarded++] = k;
+      }
+      if (forwarded != 0) {
+        check_shared(*mine.parent, *cr.parent_profile, cr.parent_generation, cr.parent_history, {p_times, forwarded},
+                     {p_lengths, forwarded}, {p_in, forwarded}, {p_out, forwarded});
+        for (std::size_t j = 0; j < forwarded; ++j) out[p_slot[j]] = p_out[j];
+      }
+    }
+
+    WorkerRuleCounters& counters = *mine.counters;
+    std::uint64_t first_metered = UINT64_MAX, last_metered = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+      const std::size_t i = group[k];
+      Verdict& v = verdicts[i];
+      v.rule = r;
+      v.in = in[k];
+      v.metered_length = lengths[k];
+      if (unmetered(v, cr.per_key.fallback)) {
+        // Unmetered: the policy's default action, or a drop.
+        if (cr.per_key.fallback == KeyFallback::drop) v.drop = true;
+        else apply(burst[i], parsed[i], set.default_action, v);
+        v.out = Color::red;  // reported, not counted per color: the packet was not metered
+        if (v.drop) {
+          counters.dropped_packets.add(1);
+          counters.dropped_bytes.add(l2_bytes(burst[i]));
+        }
+        continue;
+      }
+      v.out = out[k];
+      first_metered = std::min(first_metered, times[k]);
+      last_metered = std::max(last_metered, times[k]);
+      const std::size_t color = static_cast<std::size_t>(out[k]);
+      const std::uint32_t bytes = l2_bytes(burst[i]);
+      counters.packets[color].add(1);
+      counters.bytes[color].add(bytes);
+      apply(burst[i], parsed[i], cr.action[static_cast<std::size_t>(in[k])][color], v);
+      if (v.drop) {
+        counters.dropped_packets.add(1);
+        counters.dropped_bytes.add(bytes);
+      }
+    }
+    if (first_metered != UINT64_MAX) counters.note_metered(first_metered, last_metered);
+    start = end;
+  }
+  sweep_keys(set, latest);
+  return set;
+}
+
+}  // namespace tricolor::dataplane

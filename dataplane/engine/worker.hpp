@@ -1,0 +1,120 @@
+#pragma once
+// A worker: parse, classify, meter and act on bursts of packet views under the newest published rule
+// set (rule_set.hpp). The daemon runs one per worker lcore; tricolor-replay runs one, on its own
+// thread, whose clock is the capture.
+//
+// Per burst: the rule set is read once; every frame is parsed, the IP ones classified together
+// (rte_acl), the packets of each rule metered together: by the rule's aggregate meter (one critical
+// section per rule per burst), or by one meter per key in this worker's key table for the rule (no
+// lock), then by the rule's parent meter if it has one; then each packet's action is applied by
+// (input, output) color. No allocation, no lock but the shared meters' one critical section per rule
+// per burst, no system call.
+//
+// What a worker writes is its own: its counters (per rule, per default reason) and its key tables,
+// which other threads read without ever blocking it.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <span>
+
+#include "dataplane/engine/rule_set.hpp"
+
+namespace tricolor::dataplane {
+
+class Rcu;
+
+// Why a packet took the default action.
+enum class DefaultReason : std::uint8_t { none, malformed, non_ip, no_match };
+
+struct Verdict {
+  std::uint32_t rule = kNoRule;       // index in the rule set's rules, or kNoRule (default action)
+  Color in = Color::green;            // input color (color-aware rules)
+  Color out = Color::green;           // the meter's color
+  bool drop = false;
+  bool dscp_set = false;              // a remark was applied
+  bool pcp_set = false;
+  std::uint8_t dscp = 0;
+  std::uint8_t pcp = 0;
+  DefaultReason reason = DefaultReason::none;
+  ParseError error = ParseError::none;  // when reason == malformed
+  std::uint32_t metered_length = 0;
+  bool keyed = false;      // metered by its key's meter (per-key rule)
+  bool table_full = false; // a new key that found the rule's key table full: the fallback applied
+  // Its key is owned by another worker (placement.hpp): not metered nor acted on here; the caller
+  // passes it to `owner` with the set's generation and `rule` (Handed).
+  bool handoff = false;
+  std::uint16_t owner = 0;
+};
+
+// What the worker that received a packet passes with it to the key's owner: the rule it matched under
+// the set of that generation, so that the owner, under the same set, needs neither classify it again
+// nor ask who owns it. The generation's low 32 bits: no packet is in flight across 2^32 rule sets.
+struct Handed {
+  std::uint32_t generation = 0;
+  std::uint32_t rule = kNoRule;
+};
+
+class Worker {
+ public:
+  static constexpr std::size_t kMaxBurst = Classifier::kMaxBurst;
+
+  // Processes up to kMaxBurst packets (remarks are written into the frames) under the newest published
+  // rule set, which it returns: the verdicts' rule numbers are its rules'. The set stays valid until
+  // this worker's next quiescent(). Packets of per-key rules whose key another worker owns come back
+  // marked `handoff`, untouched. `handed`: empty for packets this worker received, else one entry per
+  // packet, for packets other workers passed it.
+  const RuleSet& process(std::span<PacketView> burst, std::span<Verdict> verdicts,
+                         std::span<const Handed> handed = {}) noexcept;
+
+  // Once per poll loop, between bursts: this worker holds no rule set any more (RCU).
+  void quiescent() noexcept;
+  // While a worker polls it is online; offline (stopped, or about to block), nobody waits for it.
+  void online() noexcept;
+  void offline() noexcept;
+
+  // The key tables the last burst took chunks from or gave chunks back to (new keys, the sweep): the
+  // ones whose pools need the control side, for a control side on this worker's thread (tricolor-replay).
+  std::span<KeyedMeters* const> tables_touched() const noexcept { return {touched_.data(), touched_count_}; }
+
+  unsigned id() const noexcept { return id_; }
+  // The generation of the rule set of the latest burst this worker metered (0 before its first): the
+  // control side's way to see a change take effect. Written once per new set, by this worker only.
+  std::uint64_t generation_seen() const noexcept { return seen_generation_.load(std::memory_order_relaxed); }
+  const WorkerDefaultCounters& default_counters() const noexcept { return defaults_; }
+
+  Worker(const std::atomic<const RuleSet*>& published, Rcu& rcu, unsigned id) noexcept
+      : published_(published), rcu_(rcu), id_(id) {}
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+ private:
+  Color input_color(const CompiledRule& rule, const Parsed& parsed) const noexcept;
+  void meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
+                   std::span<const MeterKey> keys, std::span<const PacketView> burst,
+                   std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
+                   std::span<const Color> in, std::span<Color> out, std::span<Verdict> verdicts) noexcept;
+  void check_shared(policer::SharedMeter& meter, const policer::Profile& profile, std::uint64_t generation,
+                    const ProfileHistory* history, std::span<const std::uint64_t> times,
+                    std::span<const std::uint32_t> lengths, std::span<const Color> in, std::span<Color> out) noexcept;
+  void sweep_keys(const RuleSet& set, std::uint64_t now) noexcept;
+  void apply(PacketView& view, const Parsed& parsed, const Action& action, Verdict& verdict) noexcept;
+  void take_default(const RuleSet& set, PacketView& view, const Parsed& parsed, DefaultReason reason,
+                    Verdict& verdict) noexcept;
+
+  const std::atomic<const RuleSet*>& published_;
+  Rcu& rcu_;
+  const unsigned id_;
+  std::uint64_t generation_ = 0;  // of the set of the previous burst
+  std::atomic<std::uint64_t> seen_generation_{0};  // the same, for readers on other threads
+  std::uint64_t first_tick_ = 0;  // of the current burst: the tick of changes it is the first to see
+  SeenGenerations seen_;
+  std::size_t sweep_cursor_ = 0;  // into the set's per-key rules
+  std::array<KeyedMeters*, kMaxBurst + 1> touched_{};  // a burst's rules' tables, and the one swept
+  std::size_t touched_count_ = 0;
+  WorkerDefaultCounters defaults_;
+};
+
+// The metered length of a packet for a rule (see MeteredLength), floored at 0.
+std::uint32_t metered_length(const PacketView& view, const Parsed& parsed, const MeteredLength& length) noexcept;
+
+}  // namespace tricolor::dataplane

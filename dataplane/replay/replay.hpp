@@ -1,0 +1,43 @@
+#pragma once
+// tricolor-replay's run: a capture through the engine, offline and deterministically, as one worker
+// whose clock is the capture (timestamps in ns, the engine's tick rate 1e9), writing the forwarded
+// packets (remarked where the policy says so) and one CSV line per packet. The program around it
+// (control/replay/tricolor_replay.cpp) reads the policy and the options and reports.
+#include <cstdint>
+#include <ostream>
+#include <span>
+#include <string>
+
+#include "dataplane/replay/capture.hpp"
+#include "dataplane/engine/engine.hpp"
+
+namespace tricolor::dataplane {
+
+inline constexpr std::uint64_t kReplayTicksPerSecond = 1'000'000'000;  // capture timestamps are in ns
+// New columns go at the end, so that readers of the older ones keep working.
+inline constexpr const char* kReplayCsvHeader =
+    "index,rule,key,in_color,out_color,action,time_ns,frame_bytes,metered_bytes";
+
+struct ReplayResult {
+  std::uint64_t records = 0;  // capture records read and processed
+  bool truncated = false;     // the capture stopped early
+  std::string stop_reason;    // why, if it did
+  bool change_refused = false;  // a scheduled change was refused: stop_reason says which and why
+};
+
+// A live change, as tricolord applies one: the policy installed (Engine::update) just before the
+// packet of index `before` (from 0), which starts the first burst under the new rule set.
+struct ScheduledChange {
+  std::uint64_t before = 0;
+  Policy policy;
+  std::string what;  // the command, for messages
+};
+
+// Every record of `capture`, in bursts, through `engine` (its worker 0, on this thread). `forwarded`
+// (optional) gets the packets not dropped; `csv` (optional) one line per packet after its header.
+// `changes`, in order of `before`: a burst never spans one. A change the engine refuses stops the
+// run (stop_reason says why).
+ReplayResult replay_capture(Engine& engine, CaptureReader& capture, CaptureWriter* forwarded, std::ostream* csv,
+                            std::span<const ScheduledChange> changes = {});
+
+}  // namespace tricolor::dataplane

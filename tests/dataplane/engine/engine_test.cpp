@@ -1,0 +1,502 @@
+// The engine on frames built here: metered lengths, default actions and their counters, pair actions,
+// policy updates that keep each rule's meter by name (levels carried over, not reset), and updates
+// that cannot be made (limits, memory) leaving the engine as it was; per-key rules' memory.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "dataplane/engine/engine.hpp"
+#include "dataplane/engine/parse.hpp"
+#include "tests/dataplane/engine/engine_test_support.hpp"
+#include "tests/dataplane/engine/limited_child.hpp"
+
+namespace tricolor::dataplane {
+namespace {
+
+using namespace engine_test;
+
+TEST(MeteredLength, L1L2L3WithAdjustmentsAndAStrippedTag) {
+  auto frame = udp4(100, 1, 53);
+  PacketView view{frame.data(), 100, 100, 0, 0, 0, false};
+  const Parsed parsed = parse(view);
+  ASSERT_EQ(parsed.error, ParseError::none);
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l2, 0}), 100u);
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l1, 0}), 124u);
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l3, 0}), 86u);  // IP total length
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l3, -6}), 80u);
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l2, -1000}), 0u);  // floored
+  view.has_stripped_vlan = true;                                         // the NIC took 4 bytes off the wire frame
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l2, 0}), 104u);
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l1, 4}), 132u);
+  EXPECT_EQ(metered_length(view, parsed, {LengthBase::l3, 0}), 86u);
+  auto tagged = udp4(104, 1, 53, 0, true);  // the same packet with its tag in the frame: L3 unchanged
+  PacketView tagged_view{tagged.data(), 104, 104, 0, 0, 0, false};
+  EXPECT_EQ(metered_length(tagged_view, parse(tagged_view), {LengthBase::l3, 0}), 86u);
+}
+
+TEST(Engine, DefaultActionCountsEachReason) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  policy.rules.push_back(rule("one", 1, "p"));
+  policy.default_action.drop = true;
+  Harness h(policy);
+  auto arp = std::vector<std::uint8_t>(60, 0);
+  arp[12] = 0x08, arp[13] = 0x06;
+  auto broken = udp4(60, 1, 53);
+  broken[14] = 0x44;  // IHL 4
+  h.send({udp4(100, 1, 53), udp4(100, 2, 53), arp, broken}, 10);
+  EXPECT_EQ(h.verdicts[0].rule, 0u);
+  EXPECT_FALSE(h.verdicts[0].drop);
+  EXPECT_EQ(h.verdicts[1].reason, DefaultReason::no_match);
+  EXPECT_EQ(h.verdicts[2].reason, DefaultReason::non_ip);
+  EXPECT_EQ(h.verdicts[3].reason, DefaultReason::malformed);
+  EXPECT_EQ(h.verdicts[3].error, ParseError::bad_ipv4_header_length);
+  for (int i = 1; i < 4; ++i) EXPECT_TRUE(h.verdicts[i].drop);
+  const DefaultCounters& d = h.engine->default_counters();
+  EXPECT_EQ(d.packets, 3u);
+  EXPECT_EQ(d.no_match, 1u);
+  EXPECT_EQ(d.non_ip, 1u);
+  EXPECT_EQ(d.malformed[static_cast<std::size_t>(ParseError::bad_ipv4_header_length)], 1u);
+  EXPECT_EQ(d.dropped_packets, 3u);
+  EXPECT_EQ(d.bytes, 220u);
+  EXPECT_EQ(h.engine->counters(0).packets[0], 1u);
+  EXPECT_EQ(h.engine->counters(0).bytes[0], 100u);
+}
+
+TEST(Engine, PairActionsTakePrecedenceForColorAwareRules) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  Rule r = rule("aware", 1, "p");
+  r.input = InputColor::dscp;
+  r.on_color[2] = Action{false, 8, std::nullopt};      // red: remark cs1
+  r.on_pair[1][2] = Action{true, std::nullopt, std::nullopt};  // came yellow, left red: drop
+  policy.rules.push_back(r);
+  Harness h(policy);
+  // AF12 arrives yellow: 1R2C turns a non-green input red; the yellow>red pair drops it. AF13 arrives
+  // red: red>red has no pair action, so red's action remarks it.
+  h.send({udp4(100, 1, 53, 12), udp4(100, 1, 53, 14), udp4(100, 1, 53, 0)}, 10);
+  EXPECT_EQ(h.verdicts[0].in, Color::yellow);
+  EXPECT_EQ(h.verdicts[0].out, Color::red);
+  EXPECT_TRUE(h.verdicts[0].drop);
+  EXPECT_EQ(h.verdicts[1].in, Color::red);
+  EXPECT_FALSE(h.verdicts[1].drop);
+  EXPECT_TRUE(h.verdicts[1].dscp_set);
+  EXPECT_EQ(h.frames[1][15] >> 2, 8);
+  EXPECT_EQ(h.verdicts[2].out, Color::green);
+}
+
+TEST(Engine, BlindRulesIgnorePairActions) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1'000'000, 1)});  // every packet red
+  Rule r = rule("blind", 1, "p");
+  r.on_pair[0][2] = Action{false, 46, std::nullopt};
+  policy.rules.push_back(r);
+  Harness h(policy);
+  h.send({udp4(100, 1, 53)}, 10);
+  EXPECT_EQ(h.verdicts[0].out, Color::red);
+  EXPECT_TRUE(h.verdicts[0].drop);  // red's default action, not the pair's remark
+}
+
+TEST(Engine, UpdateKeepsMeterLevelsByRuleName) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});  // 1000 B/s, 1000 B burst
+  policy.rules.push_back(rule("keep", 1, "p"));
+  policy.rules.push_back(rule("gone", 2, "p"));
+  Harness h(policy);
+  h.send({udp4(600, 1, 53), udp4(600, 2, 53)}, 0);  // each bucket down to 400
+  ASSERT_EQ(h.verdicts[0].out, Color::green);
+
+  // New policy: "keep" moves to a profile of the same algorithm with a larger burst and rate; "gone"
+  // is removed; "fresh" is new. The update takes effect at t = 0.1 s: the first burst under it (a packet
+  // that matches no rule).
+  Policy next = policy;
+  next.profiles.push_back({"q", params_1r2c(2000, 5000)});
+  next.rules[0].profile = "q";
+  next.rules[1] = rule("fresh", 2, "p");
+  ASSERT_TRUE(h.engine->update(next).ok());
+  h.send({udp4(64, 99, 53)}, kHz / 10);
+  // keep: 400 + 0.1 s at the old 1000 B/s = 500 at the change; then 2000 B/s. At t = 0.2 s: 700.
+  h.send({udp4(700, 1, 53), udp4(701, 1, 53)}, kHz / 5);
+  EXPECT_EQ(h.verdicts[0].out, Color::green) << "levels were kept, not reset to the new 5000";
+  h.send({udp4(64, 1, 53)}, kHz / 5);
+  EXPECT_EQ(h.verdicts[0].out, Color::red) << "the bucket is empty: it was not refilled by the change";
+  // fresh (same address as "gone") starts full.
+  h.send({udp4(1000, 2, 53)}, kHz / 5);
+  EXPECT_EQ(h.verdicts[0].rule, 1u);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  // Counters follow the name too.
+  EXPECT_EQ(h.engine->counters(0).packets[0], 2u);
+  EXPECT_EQ(h.engine->counters(1).packets[0], 1u);
+}
+
+TEST(Engine, FailedUpdateChangesNothing) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
+  policy.rules.push_back(rule("one", 1, "p"));
+  Harness h(policy);
+  Policy broken = policy;
+  broken.rules[0].profile = "missing";
+  auto result = h.engine->update(broken);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.error().message.find("no such profile 'missing'"), std::string::npos);
+  Policy invalid = policy;
+  invalid.profiles[0].params.cbs = 0;
+  result = h.engine->update(invalid);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.error().message.find("profile p: 1r2c: cbs must be greater than 0"), std::string::npos)
+      << result.error().message;
+  EXPECT_EQ(h.engine->policy(), policy);
+  h.send({udp4(1000, 1, 53)}, 10);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+}
+
+TEST(Engine, RefusesAPolicyOverItsClassifierLimitUntilTheLimitIsRaised) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
+  policy.rules.push_back(rule("one", 1, "p"));
+  Harness h(policy);
+  EXPECT_EQ(h.engine->limits().max_classifier_entries, kDefaultMaxClassifierEntries);
+  Policy wide = policy;
+  wide.rules.push_back(rule("wide", 2, "p"));
+  for (std::uint16_t port = 1; port <= 100; port += 2) wide.rules[1].match.dst_ports.push_back({port, port});
+  auto result = h.engine->update(wide, EngineLimits{50});
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.error().message.find("the rules expand to 51 classifier entries, more than the limit of 50 (biggest "
+                                        "rules wide 50, one 1); raise the limit"),
+            std::string::npos)
+      << result.error().message;
+  EXPECT_EQ(h.engine->policy(), policy);
+  EXPECT_EQ(h.engine->limits().max_classifier_entries, kDefaultMaxClassifierEntries) << "kept: the update failed";
+  ASSERT_TRUE(h.engine->update(wide, EngineLimits{51}).ok());
+  EXPECT_EQ(h.engine->classifier_entries(), 51u);
+  EXPECT_EQ(h.engine->limits().max_classifier_entries, 51u);
+  // The first form keeps the raised limit.
+  wide.rules[1].match.dst_ports.push_back({200, 200});
+  result = h.engine->update(wide);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.error().message.find("more than the limit of 51"), std::string::npos) << result.error().message;
+}
+
+TEST(Engine, RefusesARuleNameTwice) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
+  policy.rules.push_back(rule("one", 1, "p"));
+  Harness h(policy);
+  Policy twice = policy;
+  twice.rules.push_back(rule("one", 2, "p"));
+  auto result = h.engine->update(twice);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().message, "rule one is defined twice");
+  EXPECT_EQ(h.engine->policy(), policy);
+}
+
+// An update whose memory runs out (here 50 000 profiles to translate, under an address-space limit a
+// few MiB above what the process has) returns an error and changes nothing. Was: std::bad_alloc
+// escaped (an abort in a program).
+TEST(Engine, AnUpdateThatRunsOutOfMemoryChangesNothing) {
+  if (!test::kAddressSpaceLimitUsable) GTEST_SKIP() << test::kNoLimitUnderSanitizers;
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
+  policy.rules.push_back(rule("one", 1, "p"));
+  Harness h(policy);
+  Policy big = policy;
+  for (int i = 0; i < 50000; ++i)
+    big.profiles.push_back({"profile-with-a-long-name-" + std::to_string(i), params_1r2c(1000 + i, 1000)});
+  const auto update = [&] {
+    auto result = h.engine->update(big);
+    std::string text = result.ok() ? "updated" : result.error().message;
+    h.send({udp4(1000, 1, 53)}, 10);
+    text += h.engine->policy() == policy && h.verdicts[0].rule == 0 && h.verdicts[0].out == Color::green ? "; unchanged"
+                                                                                                        : "; changed";
+    return text;
+  };
+  const auto refused = [](const std::string& text) {
+    return text == "the policy cannot be installed: out of memory (nothing was changed); unchanged";
+  };
+  test::use_fresh_child_processes();
+  EXPECT_EXIT(test::run_under_address_space_limit(std::size_t{4} << 20, update, refused), testing::ExitedWithCode(0), "");
+}
+
+TEST(Engine, OneBurstManyRulesArrivalOrderWithinARule) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
+  for (std::uint8_t host = 1; host <= 3; ++host) policy.rules.push_back(rule("r" + std::to_string(host), host, "p"));
+  Harness h(policy);
+  // Interleaved: per rule, 600 then 600 bytes; the first of each rule is green, the second red.
+  h.send({udp4(600, 1, 53), udp4(600, 2, 53), udp4(600, 1, 53), udp4(600, 3, 53), udp4(600, 2, 53), udp4(600, 3, 53)}, 5);
+  const Color want[] = {Color::green, Color::green, Color::red, Color::green, Color::red, Color::red};
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(h.verdicts[i].out, want[i]) << i;
+}
+
+// ---- per-key rules, at the engine ----
+
+Rule keyed_rule(std::string name, std::string profile, std::uint64_t timeout_ns = 60'000'000'000) {
+  Rule r;
+  r.name = std::move(name);
+  r.profile = std::move(profile);
+  r.per_key.kind = KeyKind::dst;
+  r.per_key.idle_timeout_ns = timeout_ns;
+  return r;
+}
+
+TEST(EngineKeys, AProfileChangeReachesEachKeyAtItsNextPacketWithLevelsKept) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});  // 1000 B/s, 1000 B burst
+  policy.rules.push_back(keyed_rule("hosts", "p"));
+  Harness h(policy);
+  h.send({udp4(600, 1, 53), udp4(600, 2, 53)}, 0);  // keys .1 and .2 down to 400 each
+  // At 0.1 s (the first burst under the new policy: a packet that matches no rule) the profile doubles
+  // its rate and grows its burst: at that instant each key has 500.
+  Policy next = policy;
+  next.profiles[0].params = params_1r2c(2000, 5000);
+  ASSERT_TRUE(h.engine->update(next).ok());
+  h.send({udp4(64, 99, 53)}, kHz / 10);
+  // Key .1 returns at 0.2 s: 500 + 0.1 s at 2000 B/s = 700 (not 400 + 0.2 s at 2000 = 800, not full).
+  h.send({udp4(700, 1, 53), udp4(64, 1, 53)}, kHz / 5);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  EXPECT_EQ(h.verdicts[1].out, Color::red);
+  // Key .2 returns at 0.3 s: 500 + 0.2 s at 2000 B/s = 900.
+  h.send({udp4(900, 2, 53), udp4(64, 2, 53)}, 3 * kHz / 10);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  EXPECT_EQ(h.verdicts[1].out, Color::red);
+  // A key first seen after the change starts full at the new burst.
+  h.send({udp4(5000, 3, 53)}, 3 * kHz / 10);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+}
+
+TEST(EngineKeys, ANewKeyDefinitionStartsTheKeysAgain) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
+  policy.rules.push_back(keyed_rule("hosts", "p"));
+  Harness h(policy);
+  h.send({udp4(1000, 1, 53)}, 0);
+  EXPECT_EQ(h.engine->live_keys(0), 1u);
+  Policy next = policy;
+  next.rules[0].per_key.kind = KeyKind::five_tuple;
+  ASSERT_TRUE(h.engine->update(next).ok());
+  EXPECT_EQ(h.engine->live_keys(0), 0u);
+  h.send({udp4(1000, 1, 53)}, 2);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);  // a fresh meter
+}
+
+TEST(EngineKeys, IdleKeysAreSweptAndTheirMemoryReturned) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  Rule r = keyed_rule("hosts", "p", kHz);  // 1 s idle timeout
+  r.per_key.kind = KeyKind::src;
+  r.per_key.capacity = 32768;  // an index of 64 Ki slots: the sweep (64 a burst) passes it in 1024 bursts
+  policy.rules.push_back(r);
+  Harness h(policy);
+  // 20000 sources (10.x.y.z from 192.0.2.1 ... rewritten below), one packet each.
+  auto frame = udp4(100, 1, 53);
+  for (std::uint32_t i = 0; i < 20000; i += 32) {
+    std::vector<std::vector<std::uint8_t>> burst;
+    for (std::uint32_t k = 0; k < 32; ++k) {
+      frame[26] = 11, frame[27] = std::uint8_t((i + k) >> 16), frame[28] = std::uint8_t((i + k) >> 8), frame[29] = std::uint8_t(i + k);
+      burst.push_back(frame);
+    }
+    h.send(std::move(burst), 1000 + i);
+  }
+  const std::size_t live = h.engine->live_keys(0), memory = h.engine->key_memory_bytes(0);
+  EXPECT_EQ(live, 20000u);
+  // Two seconds later one key keeps talking; the sweep (a little every burst) reclaims the others.
+  frame[26] = 11, frame[27] = 0, frame[28] = 0, frame[29] = 7;
+  for (int b = 0; b < 20000; ++b) h.send({frame}, 3 * kHz + std::uint64_t(b));
+  EXPECT_EQ(h.engine->live_keys(0), 1u);
+  // What remains: the index (64 Ki slots of 8 bytes), one chunk of entries and two spare chunks.
+  constexpr std::size_t kChunk = 4096u * 128;
+  EXPECT_EQ(h.engine->key_spare_bytes(0), 2 * kChunk);
+  EXPECT_LE(h.engine->key_memory_bytes(0) + 4 * kChunk, memory) << "the idle keys' entry chunks were released";
+  EXPECT_LE(h.engine->key_memory_bytes(0), 65536u * 8 + kChunk + 2 * kChunk + 65536u);
+}
+
+// The process's resident memory now (VmRSS), in bytes.
+std::size_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      std::size_t kib = 0;
+      status >> kib;
+      return kib * 1024;
+    }
+    status.ignore(4096, '\n');
+  }
+  return 0;
+}
+
+// 1000 frames from distinct sources 11.0.x.y.
+std::vector<std::vector<std::uint8_t>> thousand_sources() {
+  std::vector<std::vector<std::uint8_t>> frames;
+  auto frame = udp4(100, 1, 53);
+  for (std::uint32_t k = 0; k < 1000; ++k) {
+    frame[26] = 11, frame[27] = 0, frame[28] = std::uint8_t(k >> 8), frame[29] = std::uint8_t(k);
+    frames.push_back(frame);
+  }
+  return frames;
+}
+
+// A per-key rule's index is allocated and resident when the rule is installed (16 bytes per key of
+// capacity and its bookkeeping), and keys then cost their entries only: 1000 keys in a rule of 16 Mi
+// keys' capacity take one 512 KiB chunk, not a page (or a 2 MiB huge page) of index each. Was: the
+// index came with the first packet and was faulted in as keys landed in it, megabytes per key.
+TEST(EngineKeys, TheKeyIndexIsResidentFromTheStartAndKeysCostTheirEntriesOnly) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  Rule r = keyed_rule("hosts", "p");
+  r.per_key.kind = KeyKind::src;
+  r.per_key.capacity = 16u << 20;
+  policy.rules.push_back(r);
+  // Frames, views and verdicts made beforehand: nothing but the engine allocates while keys arrive.
+  auto frames = thousand_sources();
+  std::vector<PacketView> views;
+  for (auto& f : frames) views.push_back(PacketView{f.data(), 100, 100, 1000, 0, 0x0007, false});
+  std::vector<Verdict> verdicts(32);
+  const std::size_t index = KeyTable<kKeySize>::index_bytes_for(16u << 20);
+  ASSERT_EQ(index, (std::size_t{256} << 20) + 4096 * 548 + 2 * 64 * 8);  // 32 Mi slots of 8 bytes, bookkeeping
+
+  const std::size_t before_create = resident_bytes();
+  Harness h(policy);
+  const std::size_t after_create = resident_bytes();
+  // The slots at least (the bookkeeping may land on pages the process already had).
+  EXPECT_GE(after_create - before_create, std::size_t{256} << 20) << "the index is resident once the rule is installed";
+  EXPECT_EQ(h.engine->key_index_bytes(0), index);
+  EXPECT_EQ(h.engine->key_entry_bytes(0), 0u);
+  const std::size_t spares = 2 * 4096u * 128;  // two chunks kept ready for new keys
+  EXPECT_EQ(h.engine->key_spare_bytes(0), spares);
+  EXPECT_EQ(h.engine->key_memory_bytes(0), index + spares);
+
+  for (std::size_t i = 0; i < views.size(); i += 32)
+    h.engine->process(std::span(views).subspan(i, std::min<std::size_t>(32, views.size() - i)), verdicts);
+  const std::size_t after_keys = resident_bytes();
+  EXPECT_EQ(h.engine->live_keys(0), 1000u);
+  EXPECT_EQ(h.engine->key_entry_bytes(0), 4096u * 128);
+  EXPECT_EQ(h.engine->key_memory_bytes(0), index + 4096u * 128 + spares);
+  // Under a sanitizer each key's probe may also fault in a page of the index's shadow memory (which
+  // making the index resident does not touch): up to a page per key more there.
+  const std::size_t allowance = (std::size_t{2} << 20) + (test::kSanitizerShadow ? 1000 * 4096 : 0);
+  EXPECT_LE(after_keys - after_create, allowance) << "1000 keys: a spare chunk taken, another made ready, little else";
+}
+
+// Two rules of 256 Mi keys' capacity (4 GiB of index each) with 6 GiB of address space to spare: the
+// second index cannot be had, so the policy is refused, naming the rule and the size, before any
+// packet; an engine being updated keeps its policy and meters. Was: accepted, every packet of the
+// rule then reported table_full. In a child process; both indexes are allocated before either is made
+// resident, so the refusal costs no 4 GiB of memory.
+TEST(EngineKeys, APolicyWhoseKeyIndexesCannotBeHadIsRefused) {
+  if (!test::kAddressSpaceLimitUsable) GTEST_SKIP() << test::kNoLimitUnderSanitizers;
+  Policy small;
+  small.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  small.rules.push_back(rule("one", 1, "p"));
+  Policy big = small;
+  for (const char* name : {"guests", "visitors"}) {
+    Rule r = keyed_rule(name, "p");
+    r.per_key.kind = KeyKind::src;
+    r.per_key.capacity = 256u << 20;
+    big.rules.push_back(r);
+  }
+  const std::string refusal =
+      "rule visitors: cannot allocate its key index: capacity 256m keys needs 4.03 GiB (536870912 index slots of 8 "
+      "bytes, and 548 bytes of bookkeeping per 4096 keys), resident from the start: out of memory";
+  const auto update_then_create = [&] {
+    Harness h(small);
+    auto result = h.engine->update(big);
+    std::string text = "update: " + (result.ok() ? std::string("accepted") : result.error().message);
+    h.send({udp4(1000, 1, 53)}, 10);
+    text += h.engine->policy() == small && h.verdicts[0].rule == 0 && h.verdicts[0].out == Color::green ? "; unchanged"
+                                                                                                       : "; changed";
+    auto made = Engine::create(big, *policer::TickRate::make(kHz));
+    return text + "\ncreate: " + (made.ok() ? std::string("accepted") : made.error().message);
+  };
+  const auto refused = [&](const std::string& text) {
+    return text == "update: " + refusal + "; unchanged\ncreate: " + refusal;
+  };
+  test::use_fresh_child_processes();
+  EXPECT_EXIT(test::run_under_address_space_limit(std::size_t{6} << 30, update_then_create, refused),
+              testing::ExitedWithCode(0), "");
+}
+
+// A change short of memory is tried again once the rule sets it replaced have given theirs back: a
+// per-key rule added and deleted back to back, with no turn of the control side between (as pipelined
+// requests on the control socket are run), fits as often as one at a time. Was: refused from the
+// 27th cycle of 40 ("cannot allocate its key index"), the deleted rules' tables still held.
+TEST(EngineKeys, AChangeShortOfMemoryWaitsForWhatReplacedSetsGiveBack) {
+  // Key table memory with a ceiling, counted by block.
+  class BudgetSource final : public MemorySource {
+   public:
+    explicit BudgetSource(std::size_t limit) : limit_(limit) {}
+    void* reserve(std::size_t bytes, std::size_t align) noexcept override {
+      if (used_ + bytes > limit_) return nullptr;
+      void* p = heap_memory().reserve(bytes, align);
+      if (p != nullptr) used_ += bytes;
+      return p;
+    }
+    bool commit(void* p, std::size_t bytes) noexcept override { return heap_memory().commit(p, bytes); }
+    void release(void* p, std::size_t bytes) noexcept override {
+      used_ -= bytes;
+      heap_memory().release(p, bytes);
+    }
+    std::size_t used() const noexcept { return used_; }
+
+   private:
+    std::size_t limit_, used_ = 0;
+  };
+  Policy without;
+  without.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  without.rules.push_back(rule("one", 1, "p"));
+  Policy with = without;
+  Rule keyed = keyed_rule("guests", "p");
+  keyed.per_key.kind = KeyKind::src;
+  keyed.per_key.capacity = 64u << 10;
+  with.rules.push_back(keyed);
+
+  const auto options = [](MemorySource& source) {
+    EngineOptions o;
+    o.memory = {&source};
+    return o;
+  };
+  std::size_t one_rule = 0;  // what the keyed rule's tables take
+  {
+    BudgetSource unlimited(SIZE_MAX);
+    auto engine = Engine::create(without, *policer::TickRate::make(kHz), options(unlimited));
+    ASSERT_TRUE(engine.ok());
+    ASSERT_TRUE((*engine)->update(with).ok());
+    one_rule = unlimited.used();
+  }
+  ASSERT_GT(one_rule, 0u);
+  BudgetSource budget(one_rule + one_rule / 2);  // room for one rule's tables, not two
+  auto engine = Engine::create(without, *policer::TickRate::make(kHz), options(budget));
+  ASSERT_TRUE(engine.ok());
+  for (int cycle = 0; cycle < 40; ++cycle) {
+    auto added = (*engine)->update(with);
+    ASSERT_TRUE(added.ok()) << "cycle " << cycle << ": " << added.error().message;
+    ASSERT_TRUE((*engine)->update(without).ok()) << "cycle " << cycle;
+  }
+  (*engine)->maintain();
+  EXPECT_EQ(budget.used(), 0u);
+}
+
+TEST(EngineKeys, AParentAboveAnAggregateMeter) {
+  Policy policy;
+  policy.profiles.push_back({"child", params_1r2c(1'000'000, 3000)});
+  policy.profiles.push_back({"parent", params_1r2c(1'000'000, 1000)});
+  Rule r = rule("both", 1, "child");
+  r.parent = "parent";
+  policy.rules.push_back(r);
+  Harness h(policy);
+  // The child passes 3 x 1000 B; the parent only the first 1000; the child's red skips the parent.
+  h.send({udp4(1000, 1, 53), udp4(1000, 1, 53), udp4(1000, 1, 53), udp4(1000, 1, 53)}, 0);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  EXPECT_EQ(h.verdicts[1].out, Color::red);  // parent red: the child's tokens are not refunded
+  EXPECT_EQ(h.verdicts[2].out, Color::red);
+  EXPECT_EQ(h.verdicts[3].out, Color::red);  // child red
+  // 1 ms later both have 1000 B more: the child had 0 left, so the child is the limit now.
+  h.send({udp4(1000, 1, 53), udp4(1000, 1, 53)}, kHz / 1000);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  EXPECT_EQ(h.verdicts[1].out, Color::red);
+}
+
+}  // namespace
+}  // namespace tricolor::dataplane
