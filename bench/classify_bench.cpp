@@ -124,7 +124,9 @@ const Workload& workload(std::size_t rules) {
 void BM_classify_acl(benchmark::State& state) {
   const Workload& w = workload(static_cast<std::size_t>(state.range(0)));
   const auto started = std::chrono::steady_clock::now();
-  auto classifier = Classifier::build(w.rules);
+  ClassifierLimits trie;
+  trie.scan_entries = 0;  // rte_acl whatever the rule count (BM_scan_or_trie compares the scan)
+  auto classifier = Classifier::build(w.rules, trie);
   const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   if (!classifier) {
     state.SkipWithError(classifier.error().message.c_str());
@@ -154,6 +156,30 @@ void BM_classify_linear(benchmark::State& state) {
   benchmark::DoNotOptimize(matched);
   const auto packets = static_cast<double>(state.iterations() * kBurst);
   state.counters["ns_per_packet"] = benchmark::Counter(packets, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// BM_scan_or_trie/<0 trie, 1 scan>/<rules>: a few rules (1 to 32) put in rte_acl's trie or scanned in
+// order (ClassifierLimits::scan_entries): where the scan stops paying sets kDefaultScanEntries.
+void BM_scan_or_trie(benchmark::State& state) {
+  const Workload& w = workload(static_cast<std::size_t>(state.range(1)));
+  ClassifierLimits limits;
+  limits.scan_entries = state.range(0) == 1 ? SIZE_MAX : 0;
+  auto classifier = Classifier::build(w.rules, limits);
+  if (!classifier) {
+    state.SkipWithError(classifier.error().message.c_str());
+    return;
+  }
+  std::uint32_t result[kBurst];
+  std::size_t pos = 0, matched = 0;
+  for (auto _ : state) {
+    (*classifier)->classify(std::span(w.views).subspan(pos, kBurst), std::span(w.parsed).subspan(pos, kBurst), result);
+    for (std::uint32_t r : result) matched += r != kNoRule;
+    pos = (pos + kBurst) % kPackets;
+  }
+  benchmark::DoNotOptimize(matched);
+  const auto packets = static_cast<double>(state.iterations() * kBurst);
+  state.counters["ns_per_packet"] = benchmark::Counter(packets, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["entries"] = static_cast<double>((*classifier)->entries());
 }
 
 // ---- build cost by shape and size ----
@@ -332,6 +358,7 @@ void BM_build(benchmark::State& state) {
 
 BENCHMARK(BM_classify_acl)->Arg(10)->Arg(1024)->Arg(10240)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_classify_linear)->Arg(10)->Arg(1024)->Arg(10240)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_scan_or_trie)->ArgsProduct({{0, 1}, {1, 2, 4, 8, 16, 32}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_build)
     ->ArgsProduct({{kPrefixes, kPortLists, kRangesByDscp, kRangesByRanges, kNoPrefix, kOverlapping}, {1 << 14, 1 << 16, 1 << 17, 1 << 18, 1 << 20}})
     ->Iterations(1)

@@ -8,10 +8,12 @@
 #include <iostream>
 #include <sstream>
 
+#include "dataplane/engine/classifier.hpp"
 #include "policer/quote.hpp"
 
 namespace tricolor::control {
 namespace {
+static_assert(dataplane::kDefaultScanEntries == 16, "the usage text and --help say 16");
 
 constexpr const char* kUsage = "tricolord [EAL options] -- --policy FILE [options]";
 
@@ -43,6 +45,7 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
   --rx-descriptors N    per RX queue (default 1024)
   --tx-descriptors N    per TX queue (default 1024)
   --max-classifier-entries N   the policy's limit of classifier entries (default 131072)
+  --classifier-scan-entries N  up to N entries: compared in order, no trie (default 16; 0: always a trie)
   --handoff-ring N      mbufs each ring between two workers holds (default 1024; a power of two)
   --dump-keys FILE      at the stop, write every live key (JSON lines: rule, key, worker, counters)
   --socket PATH         the control socket tricolorctl talks to (default /run/tricolor/tricolor.sock)
@@ -166,6 +169,10 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--max-classifier-entries", o.max_classifier_entries,
                  "N  the policy's limit of classifier entries (default 131072)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{UINT32_MAX}));
+  app.add_option("--classifier-scan-entries", o.classifier_scan_entries,
+                 "N  a policy of at most N classifier entries is compared with each packet in rule order, no trie "
+                 "(default 16; 0: always a trie)")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{dataplane::kMaxScanEntries}));
   try {
     std::vector<std::string> reversed(app_args.rbegin(), app_args.rend());  // CLI11 takes them reversed
     app.parse(reversed);

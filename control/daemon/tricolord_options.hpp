@@ -34,6 +34,7 @@ struct DaemonOptions {
   std::uint32_t mtu = 9000;
   std::uint16_t rx_descriptors = 1024, tx_descriptors = 1024;
   std::uint64_t max_classifier_entries = 0;  // 0: the engine's default
+  std::optional<std::uint64_t> classifier_scan_entries;  // none: the engine's default
   std::uint32_t handoff_ring = 1024;  // mbufs each ring between two workers holds
   dataplane::PlacementMode placement = dataplane::PlacementMode::keys_by_hash;  // none: a test switch
   bool stamp_generation = false;      // a test switch: the generation in each IPv4 packet's ID

@@ -115,6 +115,7 @@ void report_key_memory(const Engine& engine) {
 struct Options {
   std::string policy_path, capture_path, out_path, csv_path, json_path, demo_dir, top_keys = "10";
   std::string max_classifier_entries = std::to_string(kDefaultMaxClassifierEntries);
+  std::string classifier_scan_entries = std::to_string(kDefaultScanEntries);
   bool table = false, all_keys = false;
   std::uint64_t demo_seconds = 3, demo_seed = 1;
   std::vector<std::string> changes;  // --change-at N:LINE, in the order given
@@ -176,8 +177,11 @@ int run_program(Options& o) {
   const auto top_keys = static_cast<std::size_t>(
       parse_count("--top-keys", o.top_keys, 0, kMaxTopKeys, "a number of keys",
                   " (the most keys a rule can hold; --all-keys lists every key)"));
-  const EngineLimits limits{static_cast<std::size_t>(parse_count(
-      "--max-classifier-entries", o.max_classifier_entries, 1, kMaxClassifierEntries, "a number of classifier entries"))};
+  const EngineLimits limits{
+      static_cast<std::size_t>(parse_count("--max-classifier-entries", o.max_classifier_entries, 1, kMaxClassifierEntries,
+                                           "a number of classifier entries")),
+      static_cast<std::size_t>(parse_count("--classifier-scan-entries", o.classifier_scan_entries, 0,
+                                           kMaxScanEntries, "a number of classifier entries"))};
   auto text = control::read_policy_file(o.policy_path);
   if (!text) fail(text.error().message);
   auto policy = control::load(*text);
@@ -264,6 +268,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-classifier-entries", o.max_classifier_entries,
                  "refuse a policy whose rules expand to more classifier entries than this (default " +
                      std::to_string(kDefaultMaxClassifierEntries) + "; see the README)");
+  app.add_option("--classifier-scan-entries", o.classifier_scan_entries,
+                 "a policy of at most this many classifier entries is compared with each packet in rule order "
+                 "instead of put in a trie (default " + std::to_string(kDefaultScanEntries) + "; 0: always a trie)");
   app.add_option("--change-at", o.changes,
                  "INDEX:COMMAND  a live change: the command (e.g. 'rule change web profile silver') applied before "
                  "packet INDEX (from 0), as tricolord applies one at its first burst under the new rule set (repeatable, "

@@ -318,6 +318,32 @@ void fill(Acl6Rule& r, const Match& m, const Range32& ingress, const PortRange& 
   set_bits(r.field[f6_vlan_dscp], bits);
 }
 
+// The mask of a prefix's bits within one 32-bit word (length 0..32).
+std::uint32_t prefix_mask(std::uint32_t length) { return length == 0 ? 0 : ~std::uint32_t{0} << (32 - length); }
+
+// The scan's form of one entry: what fill() gives rte_acl, with the prefix lengths made masks.
+Classifier::ScanEntry scan_entry(const Match& m, std::uint32_t rule, bool ipv6, const Range32& ingress,
+                                 const PortRange& sport, const PortRange& dport, const Bits32& bits) {
+  Classifier::ScanEntry e{};
+  const unsigned words = ipv6 ? 4 : 1;
+  for (unsigned w = 0; w < words; ++w) {
+    if (m.src) e.src_mask[w] = prefix_mask(word_length(*m.src, w)), e.src[w] = word(*m.src, w) & e.src_mask[w];
+    if (m.dst) e.dst_mask[w] = prefix_mask(word_length(*m.dst, w)), e.dst[w] = word(*m.dst, w) & e.dst_mask[w];
+  }
+  e.ingress_first = ingress.first;
+  e.ingress_last = ingress.last;
+  e.vlan_dscp_mask = bits.mask;
+  e.vlan_dscp = bits.value & bits.mask;
+  e.src_first = sport.first;
+  e.src_last = sport.last;
+  e.dst_first = dport.first;
+  e.dst_last = dport.last;
+  e.protocol_mask = m.protocol ? 0xff : 0;
+  e.protocol = m.protocol.value_or(0);
+  e.rule = rule;
+  return e;
+}
+
 std::atomic<unsigned> g_context_serial{0};
 
 struct Family {
@@ -402,9 +428,26 @@ Expected<std::unique_ptr<Classifier>> Classifier::build(std::span<const Rule> ru
     const std::size_t limit = std::min<std::size_t>(limits.max_entries, UINT32_MAX);
     if (sizes.total > limit) return over_the_limit(rules, sizes, limit);
 
-    // 2. The tries, each built aside; the Classifier frees whatever was made if a step fails.
+    // 2. A few entries: kept flat and scanned, no trie.
     std::unique_ptr<Classifier> c(new Classifier());
     c->entries_ = sizes.total;
+    if (sizes.total != 0 && sizes.total <= limits.scan_entries) {
+      c->scanned_ = true;
+      c->scan4_.reserve(v4.entries);
+      c->scan6_.reserve(v6.entries);
+      for (std::size_t i = 0; i < rules.size(); ++i) {
+        const auto rule = static_cast<std::uint32_t>(i);
+        if (expansions[i].ipv4) expansions[i].for_each_entry([&](auto&&... parts) {
+          c->scan4_.push_back(scan_entry(rules[i].match, rule, false, parts...));
+        });
+        if (expansions[i].ipv6) expansions[i].for_each_entry([&](auto&&... parts) {
+          c->scan6_.push_back(scan_entry(rules[i].match, rule, true, parts...));
+        });
+      }
+      return c;
+    }
+
+    // 3. The tries, each built aside; the Classifier frees whatever was made if a step fails.
     if (v4.entries != 0)
       if (auto error = build_family<Acl4Rule>(c->ipv4_, v4, defs4(), rules, expansions, sizes)) return *error;
     if (v6.entries != 0)
@@ -420,10 +463,46 @@ Classifier::~Classifier() {
   if (ipv6_ != nullptr) rte_acl_free(ipv6_);
 }
 
+// Each packet against the entries of its family, in rule order; the first that matches is its rule.
+void Classifier::scan(std::span<const PacketView> views, std::span<const Parsed> parsed,
+                      std::span<std::uint32_t> rules) const noexcept {
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    rules[i] = kNoRule;
+    const Parsed& p = parsed[i];
+    if (p.error != ParseError::none || p.l3 == L3::none) continue;
+    const bool ipv6 = p.l3 == L3::ipv6;
+    const unsigned words = ipv6 ? 4 : 1;
+    std::uint32_t src[4], dst[4];
+    for (unsigned w = 0; w < words; ++w) {
+      std::memcpy(&src[w], p.src.data() + 4 * w, 4);
+      std::memcpy(&dst[w], p.dst.data() + 4 * w, 4);
+      src[w] = ntohl(src[w]);
+      dst[w] = ntohl(dst[w]);
+    }
+    const std::uint32_t vlan_dscp = (p.has_vlan ? kTaggedBit : 0) | (std::uint32_t{p.vlan_id} << kVlanShift) | p.dscp;
+    const std::uint32_t port = views[i].port;
+    for (const ScanEntry& e : ipv6 ? scan6_ : scan4_) {
+      bool hit = (p.protocol & e.protocol_mask) == e.protocol && (vlan_dscp & e.vlan_dscp_mask) == e.vlan_dscp &&
+                 e.ingress_first <= port && port <= e.ingress_last && e.src_first <= p.src_port &&
+                 p.src_port <= e.src_last && e.dst_first <= p.dst_port && p.dst_port <= e.dst_last;
+      for (unsigned w = 0; hit && w < words; ++w)
+        hit = (src[w] & e.src_mask[w]) == e.src[w] && (dst[w] & e.dst_mask[w]) == e.dst[w];
+      if (hit) {
+        rules[i] = e.rule;
+        break;
+      }
+    }
+  }
+}
+
 void Classifier::classify(std::span<const PacketView> views, std::span<const Parsed> parsed,
                           std::span<std::uint32_t> rules) const {
   const std::size_t n = views.size();
   assert(n <= kMaxBurst && parsed.size() >= n && rules.size() >= n);
+  if (scanned_) {
+    scan(views.first(n), parsed.first(n), rules.first(n));
+    return;
+  }
   Key4 keys4[kMaxBurst];
   Key6 keys6[kMaxBurst];
   const std::uint8_t* data4[kMaxBurst];

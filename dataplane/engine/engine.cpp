@@ -245,7 +245,8 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
       current_->classifier->entries() <= limits.max_classifier_entries) {
     set->classifier = current_->classifier;
   } else {
-    auto classifier = Classifier::build(policy.rules, ClassifierLimits{limits.max_classifier_entries});
+    auto classifier =
+        Classifier::build(policy.rules, ClassifierLimits{limits.max_classifier_entries, limits.classifier_scan_entries});
     if (!classifier) return classifier.error();
     set->classifier = std::move(*classifier);
     plan.built_classifier = true;

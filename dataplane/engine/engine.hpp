@@ -50,6 +50,7 @@ namespace tricolor::dataplane {
 // operator raise it).
 struct EngineLimits {
   std::size_t max_classifier_entries = kDefaultMaxClassifierEntries;  // see classifier.hpp
+  std::size_t classifier_scan_entries = kDefaultScanEntries;          // scanned, no trie, up to this many
 };
 
 struct EngineOptions {

@@ -157,15 +157,19 @@ Parsed random_packet(Rng& r, const std::vector<Rule>& rules, PacketView& view) {
   return p;
 }
 
-void agrees_with_the_scan(std::uint64_t seed, bool messy) {
+// scan_entries: 0 puts every rule set in rte_acl's trie, SIZE_MAX scans every one (ClassifierLimits).
+void agrees_with_the_scan(std::uint64_t seed, bool messy, std::size_t scan_entries) {
   Rng rng{seed};
   std::size_t matched = 0, checked = 0;
   for (std::size_t round = 0; round < 60; ++round) {
     const std::size_t count = round < 10 ? round : 1 + rng.below(round < 50 ? 60 : messy ? 200 : 600);
     std::vector<Rule> rules;
     for (std::size_t i = 0; i < count; ++i) rules.push_back(random_rule(rng, i, messy));
-    auto classifier = Classifier::build(rules);
+    ClassifierLimits limits;
+    limits.scan_entries = scan_entries;
+    auto classifier = Classifier::build(rules, limits);
     ASSERT_TRUE(classifier.ok()) << classifier.error().message;
+    ASSERT_EQ((*classifier)->scanned(), scan_entries != 0 && (*classifier)->entries() != 0);
     for (int burst = 0; burst < 40; ++burst) {
       const std::size_t n = 1 + rng.below(Classifier::kMaxBurst);
       std::vector<PacketView> views(n);
@@ -184,9 +188,31 @@ void agrees_with_the_scan(std::uint64_t seed, bool messy) {
   EXPECT_GT(matched, checked / 3);  // the generator must exercise matches, not just misses
 }
 
-TEST(Classifier, AgreesWithTheFirstMatchScan) { agrees_with_the_scan(2024, false); }
+TEST(Classifier, AgreesWithTheFirstMatchScan) { agrees_with_the_scan(2024, false, 0); }
 
-TEST(Classifier, AgreesWithTheScanOnRepeatedOverlappingAndAdjacentValues) { agrees_with_the_scan(7, true); }
+TEST(Classifier, AgreesWithTheScanOnRepeatedOverlappingAndAdjacentValues) { agrees_with_the_scan(7, true, 0); }
+
+// The same rule sets and packets with the entries scanned instead of put in a trie.
+TEST(ClassifierScanned, AgreesWithTheFirstMatchScan) { agrees_with_the_scan(2024, false, SIZE_MAX); }
+
+TEST(ClassifierScanned, AgreesWithTheScanOnRepeatedOverlappingAndAdjacentValues) {
+  agrees_with_the_scan(7, true, SIZE_MAX);
+}
+
+// By default a rule set of up to kDefaultScanEntries entries is scanned, a bigger one goes in the trie.
+TEST(ClassifierScanned, ByDefaultOnlyAFewEntriesAreScanned) {
+  std::vector<Rule> rules(kDefaultScanEntries / 2);  // no prefix: each rule is one entry in each family
+  for (std::size_t i = 0; i < rules.size(); ++i) rules[i].name = "r" + std::to_string(i);
+  auto few = Classifier::build(rules);
+  ASSERT_TRUE(few.ok());
+  EXPECT_EQ((*few)->entries(), kDefaultScanEntries);
+  EXPECT_TRUE((*few)->scanned());
+  rules.push_back(rules.front());
+  rules.back().name = "one-more";
+  auto more = Classifier::build(rules);
+  ASSERT_TRUE(more.ok());
+  EXPECT_FALSE((*more)->scanned());
+}
 
 TEST(Classifier, EmptyRuleSetMatchesNothing) {
   auto classifier = Classifier::build({});
