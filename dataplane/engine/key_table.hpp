@@ -105,6 +105,7 @@ inline constexpr std::size_t kMinSlots = 8;                         // one cache
 inline constexpr std::size_t kEntryAlign = 128;                     // both lines of an entry in one pair
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kSweepAhead = 8;  // index slots ahead whose entry a sweep prefetches
+inline constexpr std::size_t kPrefetchProbe = 4;  // slots prefetch_entry() looks at (the mean probe is 0.5)
 // Spare chunks the control side keeps ready: enough for a burst (at most 64 packets, so at most one new
 // chunk of 4096 entries) and the next, between two replenish() calls of tricolor-replay. A daemon whose
 // control thread comes round less often than a key flood takes a chunk (14.88 Mpps of new keys take
@@ -291,6 +292,23 @@ class KeyTable {
   // The index line acquire() reads first (the key's home slot and the rest of its cache line).
   void prefetch(std::uint64_t hash) const noexcept { __builtin_prefetch(slots_ + (hash & mask_), 0, 3); }
 
+  // The entry acquire() will most likely find, once its index line has come (prefetch() a few keys
+  // earlier): the first slot of the probe whose tag matches, looked for within kPrefetchProbe slots,
+  // its entry's two lines fetched for writing. No key is compared; a wrong guess costs a fetch.
+  void prefetch_entry(std::uint64_t hash) const noexcept {
+    const auto tag = static_cast<std::uint32_t>(hash >> 32);
+    for (std::size_t pos = hash & mask_, left = key_table_detail::kPrefetchProbe; left > 0; --left, pos = (pos + 1) & mask_) {
+      const std::uint64_t s = slots_[pos];
+      if (s == 0) return;
+      if (static_cast<std::uint32_t>(s >> 32) == tag) {
+        const auto* e = reinterpret_cast<const char*>(entry_at(static_cast<std::uint32_t>(s) - 1));
+        __builtin_prefetch(e, 1, 3);
+        __builtin_prefetch(e + key_table_detail::kCacheLine, 1, 3);
+        return;
+      }
+    }
+  }
+
   // The key's entry. Absent: a fresh entry is created (state = fresh, counters zero) if fewer than
   // capacity keys are live, else nullptr and Outcome::full (also if the key needs a new chunk of
   // entries and the ready pool is empty: counted by starved()). Present but idle (now > state.last
@@ -331,9 +349,20 @@ class KeyTable {
   // Returns how many. A removal shifts the rest of its cluster back, so the hand examines its slot
   // again; an entry that wraps from the start of the index to its end may wait for the next round.
   // Also hands released chunks to the control side once no reader can hold them.
+  //
+  // A round of the whole index that removed nothing leaves a floor under every live key's `last` (the
+  // oldest it saw, and the oldest key created or renewed since, which `last` never moves back from).
+  // Until `now` is idle_ticks past that floor no key can be idle, and the sweep examines nothing: with
+  // a long timeout it costs the packet path nothing between rounds, instead of an entry read per
+  // packet (issue 23). A round that removed something moved entries, so it sets no floor.
   std::size_t sweep(std::uint64_t now, std::size_t budget) noexcept {
     drain_deferred();
     if (live() == 0 || idle_ == 0) return 0;
+    if (floor_known_) {
+      const std::uint64_t floor = std::min(floor_, created_floor_);
+      if (!expired(floor, now)) return 0;
+      floor_known_ = false;
+    }
     std::size_t removed = 0;
     std::size_t pos = hand_;
     for (; budget > 0; --budget) {
@@ -342,14 +371,28 @@ class KeyTable {
       const std::uint64_t s = slots_[pos];
       if (s != 0) {
         const auto index = static_cast<std::uint32_t>(s) - 1;
-        if (expired(entry_at(index)->state.last, now)) {
+        const std::uint64_t last = entry_at(index)->state.last;
+        if (expired(last, now)) {
           remove_at(pos, index);
           ++removed;
+          round_removed_ = true;
           if (live() == 0) break;
           continue;  // the slot now holds the next entry of the cluster, or nothing
         }
+        round_floor_ = std::min(round_floor_, last);
       }
       pos = (pos + 1) & mask_;
+      if (--round_left_ == 0) {  // a whole round of the index since the last one ended
+        if (!round_removed_) {
+          floor_ = std::min(round_floor_, created_floor_);
+          floor_known_ = true;
+        }
+        round_left_ = mask_ + 1;
+        round_floor_ = UINT64_MAX;
+        created_floor_ = UINT64_MAX;
+        round_removed_ = false;
+        if (floor_known_ && !expired(floor_, now)) break;
+      }
     }
     hand_ = pos;
     drain_deferred();
@@ -541,6 +584,7 @@ class KeyTable {
   Entry* found(Entry& e, std::uint64_t now, const policer::State& fresh, Outcome& outcome) noexcept {
     if (expired(e.state.last, now)) [[unlikely]] {
       write_fresh(e, fresh);
+      created_floor_ = std::min(created_floor_, fresh.last);
       outcome = Outcome::renewed;
     } else {
       outcome = Outcome::found;
@@ -634,6 +678,7 @@ class KeyTable {
     end_write(e);
     slots_[pos] = (hash >> 32 << 32) | (std::uint64_t{index} + 1);
     set_live(live() + 1);
+    created_floor_ = std::min(created_floor_, fresh.last);
     outcome = Outcome::created;
     return &e;
   }
@@ -701,6 +746,7 @@ class KeyTable {
       has_room_[c / kWordBits] |= std::uint64_t{1} << (c % kWordBits);
     }
     mask_ = slots - 1;
+    round_left_ = slots;
     return true;
   }
 
@@ -853,6 +899,15 @@ class KeyTable {
   std::uint32_t capacity_;
   std::size_t chunk_count_;
   std::size_t hand_ = 0;       // the sweep's clock hand
+  // The sweep's rounds (sweep() says how they let it rest): slots left in this round, the oldest
+  // `last` it kept, whether it removed a key; the oldest key created or renewed since the round began;
+  // the floor the last clean round left.
+  std::size_t round_left_ = 0;
+  std::uint64_t round_floor_ = UINT64_MAX;
+  bool round_removed_ = false;
+  bool floor_known_ = false;
+  std::uint64_t created_floor_ = UINT64_MAX;
+  std::uint64_t floor_ = 0;
   std::size_t room_hint_ = 0;  // has_room_ words below this are zero
   std::size_t deferred_count_ = 0;
   std::uint32_t* used_ = nullptr;           // per chunk: live entries

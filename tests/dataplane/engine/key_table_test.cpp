@@ -135,6 +135,32 @@ TEST(KeyTable, CapacityZeroAcceptsNothing) {
   EXPECT_EQ(t.sweep(1'000'000, 10), 0u);
 }
 
+// After a round of the index that removed nothing, the sweep rests until a key can be idle (issue 23).
+// What wakes it: the oldest key the round kept, and a key created or renewed since with an older clock
+// (a stale timestamp), which the round never saw.
+TEST(KeyTableSweep, RestsAfterACleanRoundAndWakesForTheOldestKey) {
+  auto table = made<Table4>(64, 1000);
+  Table4& t = *table;
+  for (std::uint32_t id = 1; id <= 10; ++id) EXPECT_EQ(outcome_of(t, id, 100), Outcome4::created);
+  EXPECT_EQ(sweep_all(t, 500), 0u);  // a clean round: nothing can be idle before 1100
+  EXPECT_EQ(outcome_of(t, 11, 50), Outcome4::created);  // a stale clock: idle from 1050
+  EXPECT_EQ(sweep_all(t, 1060), 1u);
+  EXPECT_EQ(t.size(), 10u);
+  EXPECT_EQ(sweep_all(t, 1099), 0u);
+  EXPECT_EQ(sweep_all(t, 1100), 10u);
+  EXPECT_EQ(t.size(), 0u);
+  // A renewed key counts from its renewal; a key created after a clean round with a clock older than
+  // that round's floor wakes the sweep at its own idle time.
+  EXPECT_EQ(outcome_of(t, 1, 2000), Outcome4::created);
+  EXPECT_EQ(outcome_of(t, 2, 3000), Outcome4::created);
+  EXPECT_EQ(sweep_all(t, 2500), 0u);                       // floor 2000
+  EXPECT_EQ(outcome_of(t, 1, 3000), Outcome4::renewed);    // idle since 2000
+  EXPECT_EQ(sweep_all(t, 3100), 0u);                       // a clean round: floor 3000
+  EXPECT_EQ(outcome_of(t, 3, 1900), Outcome4::created);    // older than the floor
+  EXPECT_EQ(sweep_all(t, 2900), 1u);                       // key 3 goes, 1 and 2 stay
+  EXPECT_EQ(t.size(), 2u);
+}
+
 TEST(KeyTable, FoundKeyKeepsItsEntryAndCounters) {
   auto table = made<Table4>(100, 1000);
   Table4& t = *table;
