@@ -25,6 +25,10 @@ inline constexpr std::size_t family = 0, src = 1, dst = 17, src_port = 33, dst_p
 
 namespace detail {
 inline void copy_masked(std::uint8_t* out, const std::uint8_t* address, unsigned bytes, unsigned prefix) {
+  if (prefix >= 8 * bytes) {  // the whole address (the default): one copy, not a mask per byte
+    std::memcpy(out, address, bytes);
+    return;
+  }
   for (unsigned i = 0; i < bytes; ++i) {
     const unsigned bits = prefix >= 8 * (i + 1) ? 8 : prefix > 8 * i ? prefix - 8 * i : 0;
     out[i] = static_cast<std::uint8_t>(address[i] & static_cast<std::uint8_t>(0xff00u >> bits));

@@ -116,14 +116,16 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
   // (rule_set.hpp); any other key, which is nearly all of them, costs one comparison.
   std::uint64_t changed_at = 0;
   if (rule.history != nullptr) changed_at = seen_.tick_of(rule.history->newest()).value_or(seen_.oldest_tick());
-  // Hash every key (made by process()) and prefetch its index slot; then look each up (creating or
-  // renewing its meter) and prefetch the entry; then meter each packet on its own meter.
+  // A pipeline over the burst: hash every key (made by process()) and prefetch its index line; then,
+  // the lines come, prefetch the entry each names; then look each up (creating or renewing its meter);
+  // then meter each packet on its own meter. Each stage waits for memory once per burst, not per key.
   std::uint64_t hashes[kMaxBurst];
   KeyedMeters::Entry* entries[kMaxBurst];
   for (std::size_t k = 0; k < n; ++k) {
     hashes[k] = table.hash(keys[packets[k]]);
     table.prefetch(hashes[k]);
   }
+  for (std::size_t k = 0; k < n; ++k) table.prefetch_entry(hashes[k]);
   std::uint64_t created = 0, renewed = 0;
   for (std::size_t k = 0; k < n; ++k) {
     KeyedMeters::Outcome outcome;
@@ -131,10 +133,6 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
         table.acquire(keys[packets[k]], hashes[k], times[k], policer::full_state(profile, times[k]), outcome);
     created += outcome == KeyedMeters::Outcome::created;
     renewed += outcome == KeyedMeters::Outcome::renewed;
-    if (entries[k] != nullptr) {  // both lines: the levels in the first, the tick and counters in the second
-      __builtin_prefetch(entries[k], 1);
-      __builtin_prefetch(reinterpret_cast<const char*>(entries[k]) + 64, 1);
-    }
   }
   if (created != 0) {
     counters.keys_created.add(created);
@@ -268,9 +266,13 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       order[metered++] = static_cast<std::uint8_t>(i);
     }
   }
-  std::sort(order, order + metered, [&](std::uint8_t a, std::uint8_t b) {
-    return rule[a] != rule[b] ? rule[a] < rule[b] : a < b;
-  });
+  // A burst of one rule (the usual case: one rule, or one flow's packets) is in order already.
+  bool one_rule = true;
+  for (std::size_t k = 1; k < metered && one_rule; ++k) one_rule = rule[order[k]] == rule[order[0]];
+  if (!one_rule)
+    std::sort(order, order + metered, [&](std::uint8_t a, std::uint8_t b) {
+      return rule[a] != rule[b] ? rule[a] < rule[b] : a < b;
+    });
 
   for (std::size_t start = 0; start < metered;) {
     const std::uint32_t r = rule[order[start]];
