@@ -52,6 +52,8 @@ FRAMES = ["64", "imix"]
 FLOWS = [1, 4096, 65536, 1048576]
 PROGRAMS = ["testpmd", "qos_meter", "tricolord-aggregate", "tricolord-5tuple", "tricolord-5tuple-steered"]
 
+# --baseline-tricolord's runs: the same programs under this prefix.
+BASELINE = "baseline-"
 # With one worker there is nothing to steer: the same as tricolord-5tuple.
 ONE_WORKER_SKIPS = {"tricolord-5tuple-steered"}
 STARTUP_LIMIT_S = 120        # EAL, pool, preloading 1 Mi packets: a few seconds; this is a hang
@@ -98,6 +100,8 @@ class Bench:
         lcores = ["-l", "0,1"] if workers == 1 else ["--lcores", "0@0,1@1,2@0"]
         # tricolord-5tuple-steered: each queue holds its share of the flows (the capture split by flow, as a
         # NIC steering by RSS would deliver it), and the daemon takes the queues as steered: no handoff.
+        binary = args.baseline_tricolord if program.startswith(BASELINE) else args.tricolord
+        program = program.removeprefix(BASELINE)
         steered = program == "tricolord-5tuple-steered"
         rx = ",".join([f"rx_pcap={part}" for part in capture] if steered else [f"rx_pcap={capture[0]}"] * workers)
         eal = [*lcores, "--main-lcore", "0", "--no-pci", "--file-prefix", prefix,
@@ -113,7 +117,7 @@ class Bench:
             return [args.qos_meter, *eal, "--", "-p", "3", "-n", str(mbufs), "-T", str(own_limit)], \
                 QosMeterParser(), own_limit
         policy = policy or os.path.join(HERE, "aggregate.policy" if program == "tricolord-aggregate" else "per-5-tuple.policy")
-        return [args.tricolord, *eal, "--", "--policy", policy, "--json", "--stats-interval", "1",
+        return [binary, *eal, "--", "--policy", policy, "--json", "--stats-interval", "1",
                 "--duration", str(own_limit), "--mbufs", str(mbufs), *(["--placement=steered"] if steered else []),
                 *extra], \
             TricolordParser(), own_limit
@@ -315,6 +319,7 @@ def table(runs, programs, frames_list, flows_list, metric="mpps", workers_list=(
     heads = {"testpmd": "testpmd io", "qos_meter": "qos_meter (256 meters)",
              "tricolord-aggregate": "tricolord aggregate", "tricolord-5tuple": "tricolord per-5-tuple",
              "tricolord-5tuple-steered": "tricolord per-5-tuple, queues steered"}
+    heads.update({BASELINE + p: "baseline " + h for p, h in heads.items()})
     many = len(workers_list) > 1 or workers_list[0] != 1
     out = ["| frames | flows | " + ("workers | " if many else "") + " | ".join(heads[p] + " Mpps" for p in programs) + " |",
            "|---|---:|" + ("---:|" if many else "") + "---:|" * len(programs)]
@@ -328,7 +333,7 @@ def table(runs, programs, frames_list, flows_list, metric="mpps", workers_list=(
                       if r.ok and getattr(r, metric)
                       and (r.program, r.frames, r.flows, r.workers) == (program, frames, flows, workers)]
                 if not ok:
-                    skipped = workers == 1 and program in ONE_WORKER_SKIPS or workers > 1 and program == "qos_meter"
+                    skipped = workers == 1 and program.removeprefix(BASELINE) in ONE_WORKER_SKIPS or workers > 1 and program == "qos_meter"
                     cells.append("—" if skipped else "failed")
                     continue
                 value = max(ok)  # interference only ever slows a run down: the best round is the least disturbed
@@ -386,6 +391,9 @@ def parse_args():
     build = os.path.join(SOURCE_ROOT, "build")
     parser.add_argument("--build-dir", default=build, help="where tricolord and qos_meter were built (default: %(default)s)")
     parser.add_argument("--tricolord", help="default: BUILD/control/tricolord")
+    parser.add_argument("--baseline-tricolord", metavar="PATH",
+                        help="another tricolord (the code before a change): each tricolord case runs it too, as "
+                             "baseline-tricolord-..., in the same rounds, so before and after share testpmd's figures")
     parser.add_argument("--qos-meter", help="default: BUILD/bench/daemon/qos_meter/qos_meter")
     parser.add_argument("--testpmd", default="/usr/bin/dpdk-testpmd")
     parser.add_argument("--workdir", help="captures, logs and results (default: BUILD/bench/daemon/work)")
@@ -412,6 +420,8 @@ def parse_args():
     args.frames_list = args.frames.split(",")
     args.flows_list = [int(f) for f in args.flows.split(",")]
     args.programs_list = args.programs.split(",")
+    if args.baseline_tricolord:
+        args.programs_list += [BASELINE + p for p in args.programs_list if p.startswith("tricolord-")]
     args.workers_list = [int(w) for w in args.workers.split(",")]
     if any(w not in (1, 2) for w in args.workers_list):
         parser.error("--workers: 1 or 2 (this machine has 2 cores)")
@@ -419,11 +429,12 @@ def parse_args():
         if frames not in FRAMES:
             parser.error(f"--frames: {frames!r} is not one of {FRAMES}")
     for program in args.programs_list:
-        if program not in PROGRAMS:
+        if program.removeprefix(BASELINE) not in PROGRAMS:
             parser.error(f"--programs: {program!r} is not one of {PROGRAMS}")
     binaries = {"testpmd": args.testpmd, "qos_meter": args.qos_meter,
                 "tricolord-aggregate": args.tricolord, "tricolord-5tuple": args.tricolord,
                 "tricolord-5tuple-steered": args.tricolord}
+    binaries.update({BASELINE + p: args.baseline_tricolord for p in PROGRAMS if p.startswith("tricolord-")})
     for program in args.programs_list:
         if not os.access(binaries[program], os.X_OK):
             parser.error(f"{program}: no program at {binaries[program]} (build it, or --programs without it)")
@@ -453,10 +464,11 @@ def main():
                 for round_ in range(args.rounds):
                   for workers in args.workers_list:
                     programs = [p for p in args.programs_list
-                                if not (workers == 1 and p in ONE_WORKER_SKIPS or workers > 1 and p == "qos_meter")]
+                                if not (workers == 1 and p.removeprefix(BASELINE) in ONE_WORKER_SKIPS
+                                        or workers > 1 and p == "qos_meter")]
                     shift = round_ % len(programs)
                     for program in programs[shift:] + programs[:shift]:
-                        capture = split if program == "tricolord-5tuple-steered" else whole
+                        capture = split if program.removeprefix(BASELINE) == "tricolord-5tuple-steered" else whole
                         run = bench.run(program, frames, flows, capture, packets, round_, workers)
                         runs.append(run)
                         status = (f"{run.mpps:6.2f} Mpps received, {run.forwarded_mpps:6.2f} forwarded over "
