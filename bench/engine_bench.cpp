@@ -3,7 +3,8 @@
 // random order; beside it the bare meter check (policer::check_blind on as many states, same order,
 // same prefetch distance) from the foundation benchmark, so that the cost of everything around the
 // meter shows; and the key-flood rates: every packet a new key, into an empty table and into a full
-// one (the fallback); and a policy change with 10 Ki rules, with and without a classifier build.
+// one (the fallback); and a policy change with 10 Ki rules, with and without a classifier build. As
+// the daemon benchmark runs them: one aggregate rule, and the per-key rule at the default capacity.
 //
 // Packets are rewritten in place in a ring of 32 frame buffers before each burst (as a NIC reuses its
 // receive buffers): writing the key fields is part of the measured time, about 1 ns per packet.
@@ -119,6 +120,45 @@ void BM_engine_per_key(benchmark::State& state) {
   state.counters["bytes_per_key"] = static_cast<double>(engine->key_memory_bytes(0)) / std::max<std::size_t>(1, engine->live_keys(0));
 }
 
+// As the daemon benchmark's policies run (bench/daemon/*.policy): BM_engine_aggregate, one aggregate
+// trTCM rule (every packet through one meter); BM_engine_per_key_daemon_index/<keys>, the per-key rule
+// at the language's default capacity (1 Mi keys: an index of 16 MiB, whatever the live keys).
+void run_engine(benchmark::State& state, Engine& engine, std::uint32_t keys) {
+  Frames frames;
+  Verdict verdicts[kBurst];
+  for (std::uint32_t id = 0; id < keys; id += kBurst) {  // untimed: every key inserted once
+    const std::size_t n = std::min<std::size_t>(kBurst, keys - id);
+    const std::uint64_t now = rte_rdtsc();
+    for (std::size_t k = 0; k < n; ++k) frames.set(k, id + static_cast<std::uint32_t>(k), now);
+    engine.process(std::span(frames.views, n), verdicts);
+  }
+  const auto& seq = sequence(keys);
+  std::size_t pos = 0;
+  for (auto _ : state) {
+    const std::uint64_t now = rte_rdtsc();
+    for (std::size_t k = 0; k < kBurst; ++k) frames.set(k, seq[pos + k], now);
+    engine.process(frames.views, verdicts);
+    pos = (pos + kBurst) % kSequence;
+  }
+  benchmark::DoNotOptimize(verdicts);
+  state.counters["ns_per_packet"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kBurst), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+void BM_engine_aggregate(benchmark::State& state) {
+  Policy p = policy(1);
+  p.rules[0].per_key = PerKey{};  // no key: the rule's one meter
+  auto engine = Engine::create(p, *policer::TickRate::make(rte_get_tsc_hz()));
+  if (!engine) return state.SkipWithError("could not make the engine");
+  run_engine(state, **engine, static_cast<std::uint32_t>(state.range(0)));
+}
+
+void BM_engine_per_key_daemon_index(benchmark::State& state) {
+  auto engine = make_engine(PerKey{}.capacity);
+  if (engine == nullptr) return state.SkipWithError("could not make the engine");
+  run_engine(state, *engine, static_cast<std::uint32_t>(state.range(0)));
+}
+
 void BM_bare_meter(benchmark::State& state) {
   const auto keys = static_cast<std::uint32_t>(state.range(0));
   policer::Params params = policy(1).profiles[0].params;
@@ -216,6 +256,8 @@ void BM_policy_update(benchmark::State& state) {
 }
 
 BENCHMARK(BM_engine_per_key)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_engine_aggregate)->Arg(4096)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_engine_per_key_daemon_index)->Arg(4096)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_bare_meter)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_key_flood)->Arg(0)->Arg(1)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_policy_update)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);

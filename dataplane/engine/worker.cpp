@@ -323,7 +323,10 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       }
     }
 
+    // The rule's counters summed here and added once per burst: an atomic word each (readers on other
+    // threads), which the compiler may not merge across packets.
     WorkerRuleCounters& counters = *mine.counters;
+    std::uint64_t packets[3] = {}, bytes_by_color[3] = {}, dropped = 0, dropped_bytes = 0;
     std::uint64_t first_metered = UINT64_MAX, last_metered = 0;
     for (std::size_t k = 0; k < count; ++k) {
       const std::size_t i = group[k];
@@ -337,8 +340,8 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
         else apply(burst[i], parsed[i], set.default_action, v);
         v.out = Color::red;  // reported, not counted per color: the packet was not metered
         if (v.drop) {
-          counters.dropped_packets.add(1);
-          counters.dropped_bytes.add(l2_bytes(burst[i]));
+          ++dropped;
+          dropped_bytes += l2_bytes(burst[i]);
         }
         continue;
       }
@@ -347,13 +350,22 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       last_metered = std::max(last_metered, times[k]);
       const std::size_t color = static_cast<std::size_t>(out[k]);
       const std::uint32_t bytes = l2_bytes(burst[i]);
-      counters.packets[color].add(1);
-      counters.bytes[color].add(bytes);
+      ++packets[color];
+      bytes_by_color[color] += bytes;
       apply(burst[i], parsed[i], cr.action[static_cast<std::size_t>(in[k])][color], v);
       if (v.drop) {
-        counters.dropped_packets.add(1);
-        counters.dropped_bytes.add(bytes);
+        ++dropped;
+        dropped_bytes += bytes;
       }
+    }
+    for (std::size_t c = 0; c < 3; ++c) {
+      if (packets[c] == 0) continue;
+      counters.packets[c].add(packets[c]);
+      counters.bytes[c].add(bytes_by_color[c]);
+    }
+    if (dropped != 0) {
+      counters.dropped_packets.add(dropped);
+      counters.dropped_bytes.add(dropped_bytes);
     }
     if (first_metered != UINT64_MAX) counters.note_metered(first_metered, last_metered);
     start = end;
