@@ -92,41 +92,11 @@ std::unique_ptr<Engine> make_engine(std::uint32_t capacity) {
   return e ? std::move(*e) : nullptr;
 }
 
-void BM_engine_per_key(benchmark::State& state) {
-  const auto keys = static_cast<std::uint32_t>(state.range(0));
-  auto engine = make_engine(std::max<std::uint32_t>(keys, 1024));
-  if (engine == nullptr) return state.SkipWithError("could not make the engine");
-  Frames frames;
-  Verdict verdicts[kBurst];
-  // Untimed: every key inserted once.
-  for (std::uint32_t id = 0; id < keys; id += kBurst) {
-    const std::size_t n = std::min<std::size_t>(kBurst, keys - id);
-    const std::uint64_t now = rte_rdtsc();
-    for (std::size_t k = 0; k < n; ++k) frames.set(k, id + static_cast<std::uint32_t>(k), now);
-    engine->process(std::span(frames.views, n), verdicts);
-  }
-  const auto& seq = sequence(keys);
-  std::size_t pos = 0;
-  for (auto _ : state) {
-    const std::uint64_t now = rte_rdtsc();
-    for (std::size_t k = 0; k < kBurst; ++k) frames.set(k, seq[pos + k], now);
-    engine->process(frames.views, verdicts);
-    pos = (pos + kBurst) % kSequence;
-  }
-  benchmark::DoNotOptimize(verdicts);
-  state.counters["ns_per_packet"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * kBurst), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  state.counters["live_keys"] = static_cast<double>(engine->live_keys(0));
-  state.counters["bytes_per_key"] = static_cast<double>(engine->key_memory_bytes(0)) / std::max<std::size_t>(1, engine->live_keys(0));
-}
-
-// As the daemon benchmark's policies run (bench/daemon/*.policy): BM_engine_aggregate, one aggregate
-// trTCM rule (every packet through one meter); BM_engine_per_key_daemon_index/<keys>, the per-key rule
-// at the language's default capacity (1 Mi keys: an index of 16 MiB, whatever the live keys).
+// Every key inserted once (untimed), then bursts of 32 packets of keys in random order; ns_per_packet.
 void run_engine(benchmark::State& state, Engine& engine, std::uint32_t keys) {
   Frames frames;
   Verdict verdicts[kBurst];
-  for (std::uint32_t id = 0; id < keys; id += kBurst) {  // untimed: every key inserted once
+  for (std::uint32_t id = 0; id < keys; id += kBurst) {
     const std::size_t n = std::min<std::size_t>(kBurst, keys - id);
     const std::uint64_t now = rte_rdtsc();
     for (std::size_t k = 0; k < n; ++k) frames.set(k, id + static_cast<std::uint32_t>(k), now);
@@ -145,6 +115,18 @@ void run_engine(benchmark::State& state, Engine& engine, std::uint32_t keys) {
       benchmark::Counter(static_cast<double>(state.iterations() * kBurst), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+void BM_engine_per_key(benchmark::State& state) {
+  const auto keys = static_cast<std::uint32_t>(state.range(0));
+  auto engine = make_engine(std::max<std::uint32_t>(keys, 1024));
+  if (engine == nullptr) return state.SkipWithError("could not make the engine");
+  run_engine(state, *engine, keys);
+  state.counters["live_keys"] = static_cast<double>(engine->live_keys(0));
+  state.counters["bytes_per_key"] = static_cast<double>(engine->key_memory_bytes(0)) / std::max<std::size_t>(1, engine->live_keys(0));
+}
+
+// As the daemon benchmark's policies run (bench/daemon/*.policy): BM_engine_aggregate, one aggregate
+// trTCM rule (every packet through one meter); BM_engine_per_key_daemon_index/<keys>, the per-key rule
+// at the language's default capacity (1 Mi keys: an index of 16 MiB, whatever the live keys).
 void BM_engine_aggregate(benchmark::State& state) {
   Policy p = policy(1);
   p.rules[0].per_key = PerKey{};  // no key: the rule's one meter
