@@ -117,8 +117,8 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
   std::uint64_t changed_at = 0;
   if (rule.history != nullptr) changed_at = seen_.tick_of(rule.history->newest()).value_or(seen_.oldest_tick());
   // A pipeline over the burst: hash every key (made by process()) and prefetch its index line; then,
-  // the lines come, prefetch the entry each names; then look each up (creating or renewing its meter);
-  // then meter each packet on its own meter. Each stage waits for memory once per burst, not per key.
+  // as those lines arrive, prefetch the entry each names; then look each key up (creating or renewing
+  // its meter); then meter each packet on its own meter. Memory is waited for once a stage, not a key.
   std::uint64_t hashes[kMaxBurst];
   KeyedMeters::Entry* entries[kMaxBurst];
   for (std::size_t k = 0; k < n; ++k) {
