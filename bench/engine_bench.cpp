@@ -141,6 +141,47 @@ void BM_engine_per_key_daemon_index(benchmark::State& state) {
   run_engine(state, *engine, static_cast<std::uint32_t>(state.range(0)));
 }
 
+// An operator-like set of 1 Ki rules (classified by rte_acl), the benchmark's per-key rule the last.
+// Args: the workers' flow cache off (0) or on (1) (flow_cache.hpp); the other rules /32 destinations
+// (0) or source prefixes and port ranges (1); live keys: 4 Ki (nearly every packet a cache hit) or
+// 1 Mi (nearly every packet a miss, more flows than the cache holds): what a hit saves, a miss costs.
+void BM_engine_acl_rules(benchmark::State& state) {
+  Policy p = policy(1u << 20);
+  const Rule flows = p.rules[0];
+  p.rules.clear();
+  const bool ranges = state.range(1) != 0;
+  for (std::uint32_t i = 0; i < 1023; ++i) {
+    Rule r;
+    r.name = "r" + std::to_string(i);
+    r.profile = "flow";
+    Prefix dst;
+    dst.address = {10, 100, static_cast<std::uint8_t>(i >> 8), static_cast<std::uint8_t>(i)};
+    dst.length = 32;
+    r.match.dst = dst;
+    r.match.protocol = 17;
+    r.match.dst_ports = {{53, 53}};
+    if (ranges) {  // source prefixes of every length and source port ranges: a deeper trie
+      Prefix src;
+      src.address = {static_cast<std::uint8_t>(i * 7), static_cast<std::uint8_t>(i * 13), 0, 0};
+      src.length = static_cast<std::uint8_t>(8 + i % 17);
+      r.match.src = src;
+      r.match.dst = std::nullopt;
+      r.match.src_ports = {{static_cast<std::uint16_t>(i * 61), static_cast<std::uint16_t>(i * 61 + 1000)}};
+    }
+    p.rules.push_back(r);
+  }
+  p.rules.push_back(flows);
+  EngineOptions options;
+  options.limits.flow_cache_entries = state.range(0) != 0 ? kSuggestedFlowCacheEntries : 0;
+  auto engine = Engine::create(p, *policer::TickRate::make(rte_get_tsc_hz()), options);
+  if (!engine) return state.SkipWithError(engine.error().message.c_str());
+  run_engine(state, **engine, static_cast<std::uint32_t>(state.range(2)));
+  if (const FlowCache* cache = (*engine)->worker(0).flow_cache()) {
+    const double hits = static_cast<double>(cache->counters().hits.load());
+    state.counters["cache_hit_share"] = hits / (hits + static_cast<double>(cache->counters().misses.load()));
+  }
+}
+
 void BM_bare_meter(benchmark::State& state) {
   const auto keys = static_cast<std::uint32_t>(state.range(0));
   policer::Params params = policy(1).profiles[0].params;
@@ -240,6 +281,7 @@ void BM_policy_update(benchmark::State& state) {
 BENCHMARK(BM_engine_per_key)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_aggregate)->Arg(4096)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_per_key_daemon_index)->Arg(4096)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_engine_acl_rules)->ArgsProduct({{0, 1}, {0, 1}, {4096, 1 << 20}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_bare_meter)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_key_flood)->Arg(0)->Arg(1)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_policy_update)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);

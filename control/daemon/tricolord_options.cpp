@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "dataplane/engine/classifier.hpp"
+#include "dataplane/engine/flow_cache.hpp"
 #include "policer/quote.hpp"
 
 namespace tricolor::control {
@@ -46,6 +47,8 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
   --tx-descriptors N    per TX queue (default 1024)
   --max-classifier-entries N   the policy's limit of classifier entries (default 131072)
   --classifier-scan-entries N  up to N entries: compared in order, no trie (default 16; 0: always a trie)
+  --flow-cache-entries N  each worker's exact-match flow cache in front of the classifier: N entries of
+                        64 B (a power of two, 2 to 16777216; default 0: none; see the README)
   --handoff-ring N      mbufs each ring between two workers holds (default 1024; a power of two)
   --dump-keys FILE      at the stop, write every live key (JSON lines: rule, key, worker, counters)
   --socket PATH         the control socket tricolorctl talks to (default /run/tricolor/tricolor.sock)
@@ -173,6 +176,9 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
                  "N  a policy of at most N classifier entries is compared with each packet in rule order, no trie "
                  "(default 16; 0: always a trie)")
       ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{dataplane::kMaxScanEntries}));
+  app.add_option("--flow-cache-entries", o.flow_cache_entries,
+                 "N  each worker's flow cache in front of the classifier, N entries (default 0: none)")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{dataplane::kMaxFlowCacheEntries}));
   try {
     std::vector<std::string> reversed(app_args.rbegin(), app_args.rend());  // CLI11 takes them reversed
     app.parse(reversed);
@@ -197,6 +203,12 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   }
   if ((o.handoff_ring & (o.handoff_ring - 1)) != 0) {
     result.exit_status = usage_error("--handoff-ring " + std::to_string(o.handoff_ring) + ": expected a power of two");
+    return result;
+  }
+  if (o.flow_cache_entries == 1 || (o.flow_cache_entries & (o.flow_cache_entries - 1)) != 0) {
+    result.exit_status = usage_error("--flow-cache-entries " + std::to_string(o.flow_cache_entries) +
+                                     ": expected a power of two from 2 to " +
+                                     std::to_string(dataplane::kMaxFlowCacheEntries) + ", or 0 for no cache");
     return result;
   }
   if (clock == "tsc") o.clock = dataplane::ClockSource::tsc;

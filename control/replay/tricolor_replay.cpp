@@ -116,6 +116,7 @@ struct Options {
   std::string policy_path, capture_path, out_path, csv_path, json_path, demo_dir, top_keys = "10";
   std::string max_classifier_entries = std::to_string(kDefaultMaxClassifierEntries);
   std::string classifier_scan_entries = std::to_string(kDefaultScanEntries);
+  std::string flow_cache_entries = "0";
   bool table = false, all_keys = false;
   std::uint64_t demo_seconds = 3, demo_seed = 1;
   std::vector<std::string> changes;  // --change-at N:LINE, in the order given
@@ -181,7 +182,12 @@ int run_program(Options& o) {
       static_cast<std::size_t>(parse_count("--max-classifier-entries", o.max_classifier_entries, 1, kMaxClassifierEntries,
                                            "a number of classifier entries")),
       static_cast<std::size_t>(parse_count("--classifier-scan-entries", o.classifier_scan_entries, 0,
-                                           kMaxScanEntries, "a number of classifier entries"))};
+                                           kMaxScanEntries, "a number of classifier entries")),
+      static_cast<std::size_t>(parse_count("--flow-cache-entries", o.flow_cache_entries, 0, kMaxFlowCacheEntries,
+                                           "a number of flow cache entries"))};
+  if (limits.flow_cache_entries == 1 || (limits.flow_cache_entries & (limits.flow_cache_entries - 1)) != 0)
+    fail("--flow-cache-entries " + o.flow_cache_entries + ": expected a power of two from 2 to " +
+         std::to_string(kMaxFlowCacheEntries) + ", or 0 for no cache");
   auto text = control::read_policy_file(o.policy_path);
   if (!text) fail(text.error().message);
   auto policy = control::load(*text);
@@ -271,6 +277,9 @@ int main(int argc, char** argv) {
   app.add_option("--classifier-scan-entries", o.classifier_scan_entries,
                  "a policy of at most this many classifier entries is compared with each packet in rule order "
                  "instead of put in a trie (default " + std::to_string(kDefaultScanEntries) + "; 0: always a trie)");
+  app.add_option("--flow-cache-entries", o.flow_cache_entries,
+                 "an exact-match flow cache of this many entries (a power of two) in front of the classifier, as "
+                 "tricolord's workers take it (default 0: none)");
   app.add_option("--change-at", o.changes,
                  "INDEX:COMMAND  a live change: the command (e.g. 'rule change web profile silver') applied before "
                  "packet INDEX (from 0), as tricolord applies one at its first burst under the new rule set (repeatable, "

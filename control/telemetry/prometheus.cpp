@@ -193,6 +193,15 @@ void workers(Exposition& e, const DaemonSnapshot& s) {
     e.sample({{"worker", id}, {"lcore", lcore}, {"direction", "out"}}, w.handed_out);
     e.sample({{"worker", id}, {"lcore", lcore}, {"direction", "in"}}, w.handed_in);
   }
+  if (!s.workers.empty() && s.workers.front().flow_cache) {
+    e.family("tricolor_worker_flow_cache_packets_total", "counter",
+             "IP packets the worker classified from its flow cache (hit) or with the classifier (miss).");
+    for (const WorkerSnapshot& w : s.workers) {
+      labels(w, id, lcore);
+      e.sample({{"worker", id}, {"lcore", lcore}, {"result", "hit"}}, w.flow_cache_hits);
+      e.sample({{"worker", id}, {"lcore", lcore}, {"result", "miss"}}, w.flow_cache_misses);
+    }
+  }
   e.family("tricolor_worker_rule_set_generation", "gauge", "The rule set generation of the worker's latest burst.");
   for (const WorkerSnapshot& w : s.workers) {
     labels(w, id, lcore);

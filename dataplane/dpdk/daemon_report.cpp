@@ -28,6 +28,8 @@ void WorkerSnapshot::add(const WorkerSnapshot& w) noexcept {
   polls += w.polls, idle_polls += w.idle_polls, bursts += w.bursts, packets += w.packets;
   policy_drops += w.policy_drops, no_timestamp += w.no_timestamp, vlan_restore_failed += w.vlan_restore_failed;
   handed_out += w.handed_out, handed_in += w.handed_in, handoff_dropped += w.handoff_dropped;
+  flow_cache = flow_cache || w.flow_cache;
+  flow_cache_hits += w.flow_cache_hits, flow_cache_misses += w.flow_cache_misses;
 }
 
 DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* const> forwarders,
@@ -71,6 +73,12 @@ DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* co
                          f.packets.get(), f.policy_drops.get(), f.no_timestamp.get(), f.vlan_restore_failed.get(),
                          f.handed_out.get(), f.handed_in.get(), f.handoff_dropped.get(),
                          engine.worker(static_cast<unsigned>(w)).generation_seen()});
+    if (const FlowCache* cache = engine.worker(static_cast<unsigned>(w)).flow_cache()) {
+      WorkerSnapshot& one = s.workers.back();
+      one.flow_cache = true;
+      one.flow_cache_hits = cache->counters().hits.load(std::memory_order_relaxed);
+      one.flow_cache_misses = cache->counters().misses.load(std::memory_order_relaxed);
+    }
     s.worker.add(s.workers.back());
     s.worker.generation_seen = std::min(s.worker.generation_seen, s.workers.back().generation_seen);
   }
@@ -105,6 +113,7 @@ void worker_since(WorkerSnapshot& w, const WorkerSnapshot& base) {
   w.policy_drops -= base.policy_drops, w.no_timestamp -= base.no_timestamp;
   w.vlan_restore_failed -= base.vlan_restore_failed, w.handed_out -= base.handed_out, w.handed_in -= base.handed_in;
   w.handoff_dropped -= base.handoff_dropped;
+  w.flow_cache_hits -= base.flow_cache_hits, w.flow_cache_misses -= base.flow_cache_misses;
 }
 
 }  // namespace
@@ -232,6 +241,8 @@ void print_totals(const DaemonSnapshot& s, std::ostream& out, unsigned sections)
     if (s.workers.size() > 1)
       out << ", " << w.handed_out << " passed to other workers, " << w.handed_in << " taken from them, "
           << w.handoff_dropped << " dropped: a handoff ring was full";
+    if (w.flow_cache)
+      out << ", flow cache " << w.flow_cache_hits << " hits " << w.flow_cache_misses << " misses";
     if (w.no_timestamp != 0) out << ", " << w.no_timestamp << " without an RX timestamp";
     if (w.vlan_restore_failed != 0) out << ", " << w.vlan_restore_failed << " dropped: their stripped VLAN tag could not be put back";
     out << "; its latest burst saw rule set generation " << w.generation_seen << '\n';
@@ -309,6 +320,8 @@ nlohmann::json to_json(const DaemonSnapshot& s) {
                 {"handed_out", w.handed_out},
                 {"handed_in", w.handed_in},
                 {"handoff_dropped", w.handoff_dropped},
+                {"flow_cache_hits", w.flow_cache_hits},
+                {"flow_cache_misses", w.flow_cache_misses},
                 {"generation_seen", w.generation_seen}};
   };
   doc["worker"] = worker_json(s.worker);  // summed over the workers

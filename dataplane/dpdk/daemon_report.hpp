@@ -49,6 +49,9 @@ struct WorkerSnapshot {
   std::uint64_t polls = 0, idle_polls = 0, bursts = 0, packets = 0, policy_drops = 0, no_timestamp = 0,
                 vlan_restore_failed = 0, handed_out = 0, handed_in = 0, handoff_dropped = 0;
   std::uint64_t generation_seen = 0;  // of the rule set of its latest burst (summed: the lowest)
+  // Its flow cache (--flow-cache-entries): IP packets classified from it, and by the classifier.
+  bool flow_cache = false;
+  std::uint64_t flow_cache_hits = 0, flow_cache_misses = 0;
   void add(const WorkerSnapshot& w) noexcept;
 };
 

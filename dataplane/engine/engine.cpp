@@ -126,6 +126,16 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Policy& policy, policer::
   auto rcu = Rcu::make(options.workers);
   if (!rcu) return rcu.error();
   std::unique_ptr<Engine> engine(new Engine(tick_rate, std::move(*rcu), options));
+  if (options.limits.flow_cache_entries != 0) {
+    for (unsigned w = 0; w < options.workers; ++w) {
+      auto cache = FlowCache::make(options.limits.flow_cache_entries, *engine->memory_[w]);
+      if (cache == nullptr)
+        return Error{"flow cache", "a flow cache of " + std::to_string(options.limits.flow_cache_entries) +
+                                       " entries cannot be had: a power of two from 2 to " +
+                                       std::to_string(kMaxFlowCacheEntries) + " is needed, and its memory (64 B an entry)"};
+      engine->workers_[w]->set_flow_cache(std::move(cache));
+    }
+  }
   if (auto ok = engine->update(policy, options.limits); !ok) return ok.error();
   return engine;
 }

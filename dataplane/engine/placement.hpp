@@ -20,6 +20,7 @@
 #include "dataplane/engine/key_table.hpp"
 #include "dataplane/engine/keys.hpp"
 #include "dataplane/engine/policy.hpp"
+#include "dataplane/engine/secret_hash.hpp"
 
 namespace tricolor::dataplane {
 
@@ -64,7 +65,7 @@ class KeyOwners {
   unsigned workers() const noexcept { return workers_; }
 
  private:
-  key_table_detail::SecretHash<kKeySize> hash_;
+  SecretHash<kKeySize> hash_;
   unsigned workers_;
 };
 

@@ -11,14 +11,8 @@
 namespace tricolor::dataplane {
 
 namespace {
-constexpr std::uint32_t kStrippedTagBytes = 4;
-constexpr std::int64_t kL1OverheadBytes = 24;  // preamble and SFD 8, inter-frame gap 12, FCS 4
 constexpr std::size_t kPrefetchAhead = 4;      // frames whose first line is fetched while parsing
 constexpr std::size_t kSweepBudget = 64;       // key-table index slots examined per burst
-
-std::uint32_t l2_bytes(const PacketView& v) noexcept {
-  return v.wire_length + (v.has_stripped_vlan ? kStrippedTagBytes : 0);
-}
 
 // A new key that found its rule's table full and whose fallback is not the aggregate meter: no meter
 // saw it, so it skips the parent and takes the default action or a drop.
@@ -26,16 +20,6 @@ bool unmetered(const Verdict& v, KeyFallback fallback) noexcept {
   return v.table_full && fallback != KeyFallback::aggregate;
 }
 }  // namespace
-
-std::uint32_t metered_length(const PacketView& view, const Parsed& parsed, const MeteredLength& length) noexcept {
-  std::int64_t base = 0;
-  switch (length.base) {
-    case LengthBase::l1: base = std::int64_t{l2_bytes(view)} + kL1OverheadBytes; break;
-    case LengthBase::l2: base = l2_bytes(view); break;
-    case LengthBase::l3: base = parsed.l3_length; break;
-  }
-  return static_cast<std::uint32_t>(std::clamp<std::int64_t>(base + length.adjust, 0, UINT32_MAX));
-}
 
 void Worker::quiescent() noexcept { rcu_.quiescent(id_); }
 void Worker::online() noexcept { rcu_.online(id_); }
@@ -46,6 +30,11 @@ void Worker::apply(PacketView& view, const Parsed& parsed, const Action& action,
     verdict.drop = true;
     return;
   }
+  if (action.dscp || action.pcp) [[unlikely]]
+    rewrite(view, parsed, action, verdict);
+}
+
+void Worker::rewrite(PacketView& view, const Parsed& parsed, const Action& action, Verdict& verdict) noexcept {
   if (action.dscp && remark_dscp(view, parsed, *action.dscp)) {
     verdict.dscp_set = true;
     verdict.dscp = *action.dscp;
@@ -232,6 +221,9 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
                                                      [&](const Handed& h) { return h.generation == generation; });
   if (placed) {
     for (std::size_t i = 0; i < n; ++i) rule[i] = handed[i].rule;
+  } else if (flow_cache_ != nullptr) {
+    flow_cache_->classify(*set.classifier, set.generation, burst.first(n), std::span<const Parsed>(parsed, n),
+                          std::span<std::uint32_t>(rule, n));
   } else {
     set.classifier->classify(burst.first(n), std::span<const Parsed>(parsed, n), std::span<std::uint32_t>(rule, n));
   }
@@ -292,7 +284,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       const std::size_t i = group[k];
       times[k] = burst[i].arrival;
       lengths[k] = metered_length(burst[i], parsed[i], cr.length);
-      in[k] = input_color(cr, parsed[i]);
+      in[k] = blind ? Color::green : input_color(cr, parsed[i]);
     }
     if (cr.per_key.kind == KeyKind::none) {
       check_shared(*mine.aggregate, *cr.profile, cr.profile_generation, cr.history, {times, count}, {lengths, count},

@@ -5,7 +5,8 @@ Packets carry a sequence number; every rule remarks each color to its own DSCP (
 af12, red af13) and drops nothing, so the output capture tells each packet's color. The clock is the
 capture's (net_pcap RX timestamps), so the daemon's colors can be compared with tricolor-replay's.
 
-  one queue    one net_pcap RX queue, two workers: worker 0 receives everything and passes the packets
+  one queue    one net_pcap RX queue, two workers (twice: without, then with a flow cache of 4 entries
+               in each worker): worker 0 receives everything and passes the packets
                of the keys worker 1 owns to it. Every packet of the aggregate rule, the per-source rule
                and the aggregate rule under a parent has the color tricolor-replay gives it; the
                per-source rule under a parent (its parent checked by both workers) stays within the
@@ -194,6 +195,24 @@ def main():
         print(f"one queue: colors equal tricolor-replay's for agg, persrc and capped; keycap differs in "
               f"{differ['keycap']} packets (its parent sees the two workers' bursts in their order), within its "
               f"bound; worker 0 passed {workers[0]['handed_out']} packets to worker 1")
+
+        # One queue again, each worker classifying through a flow cache of 4 entries (more flows than it
+        # holds, flows sharing its entries, keys handed to the other worker): the same colors.
+        final, frames, _, errors = run_daemon(workdir, "one-queue-cache", [whole], len(packets),
+                                              ["--flow-cache-entries", "4"])
+        check_delivery("one queue, flow cache", final, frames, len(packets))
+        differ_cached = collections.Counter()
+        for frame in frames:
+            seq, color, rule, _, _ = decode(frame)
+            if color != expected_color[seq]:
+                differ_cached[rule] += 1
+        for rule in ("agg", "persrc", "capped"):
+            assert differ_cached[rule] == 0, \
+                f"one queue, flow cache: {differ_cached[rule]} packets of rule {rule} differ from tricolor-replay"
+        assert final["workers"][0]["handed_out"] > 0, final["workers"]
+        cache = [(w["flow_cache_hits"], w["flow_cache_misses"]) for w in final["workers"]]
+        assert cache[0][0] > 0 and cache[0][1] > 0, f"one queue, flow cache: worker 0's hits and misses {cache[0]}"
+        print(f"one queue, flow cache of 4 entries (hits, misses per worker: {cache}): colors equal tricolor-replay's for agg, persrc and capped")
 
         # Two queues, split by flow: every source reaches both workers.
         halves = ([], [])

@@ -229,17 +229,27 @@ if drop_rule["dropped"]["packets"] != 1:
     failures.append(f"drop-me dropped {drop_rule['dropped']}")
 
 # The same with the rules scanned in order instead of put in rte_acl's trie (this policy has more
-# entries than the default scans): the same bytes in every output.
-scanned = {name: path + ".scanned" for name, path in dict(outputs, out=out_pcap).items()}
-run = subprocess.run([replay, "--policy", os.path.join(work, "policy"), "--in", in_pcap, "--out", scanned["out"],
-                      "--csv", scanned["csv"], "--json", scanned["json"], "--classifier-scan-entries", "256"],
+# entries than the default scans), and through a flow cache in front of the trie, of 2 entries (every
+# flow shares them) and of 8192 (it holds every flow): the same bytes in every output.
+for variant, options in [("scanned", ["--classifier-scan-entries", "256"]),
+                         ("cache2", ["--flow-cache-entries", "2"]),
+                         ("cache8192", ["--flow-cache-entries", "8192"])]:
+    other = {name: path + "." + variant for name, path in dict(outputs, out=out_pcap).items()}
+    run = subprocess.run([replay, "--policy", os.path.join(work, "policy"), "--in", in_pcap, "--out", other["out"],
+                          "--csv", other["csv"], "--json", other["json"], *options],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    for name, path in dict(outputs, out=out_pcap).items():
+        if open(path, "rb").read() != open(other[name], "rb").read():
+            failures.append(f"{' '.join(options)}: the {name} output differs from the trie's")
+
+# A flow cache size that is not a power of two is refused, naming the option.
+run = subprocess.run([replay, "--policy", os.path.join(work, "policy"), "--in", in_pcap, "--flow-cache-entries", "3"],
                      capture_output=True, text=True)
-assert run.returncode == 0, run.stderr
-for name, path in dict(outputs, out=out_pcap).items():
-    if open(path, "rb").read() != open(scanned[name], "rb").read():
-        failures.append(f"--classifier-scan-entries 256: the {name} output differs from the trie's")
+if run.returncode == 0 or "--flow-cache-entries 3: expected a power of two" not in run.stderr:
+    failures.append(f"--flow-cache-entries 3: exit {run.returncode}, {run.stderr.strip()!r}")
 
 if failures:
     print("\n".join(failures))
     sys.exit(1)
-print(f"golden: {len(cases)} packets, {len(expected_out)} forwarded, all as expected, in a trie and scanned")
+print(f"golden: {len(cases)} packets, {len(expected_out)} forwarded, all as expected, in a trie, scanned and through flow caches")
