@@ -142,9 +142,11 @@ void BM_engine_per_key_daemon_index(benchmark::State& state) {
 }
 
 // An operator-like set of 1 Ki rules (classified by rte_acl), the benchmark's per-key rule the last.
-// Args: the workers' flow cache off (0) or on (1) (flow_cache.hpp); the other rules /32 destinations
-// (0) or source prefixes and port ranges (1); live keys: 4 Ki (nearly every packet a cache hit) or
-// 1 Mi (nearly every packet a miss, more flows than the cache holds): what a hit saves, a miss costs.
+// Args: the classifier: rte_acl's trie (0), the trie behind the workers' flow cache (1,
+// flow_cache.hpp), or the hash of a rule set of one shape where the rules have one (2, exact_match.hpp);
+// the other rules /32 destinations, UDP, port 53 (0: one shape) or source prefixes and port ranges (1:
+// the trie whatever arg 0 says); live keys: 4 Ki (nearly every packet a cache hit) or 1 Mi (nearly
+// every packet a cache miss, more flows than the cache holds).
 void BM_engine_acl_rules(benchmark::State& state) {
   Policy p = policy(1u << 20);
   const Rule flows = p.rules[0];
@@ -171,8 +173,13 @@ void BM_engine_acl_rules(benchmark::State& state) {
     p.rules.push_back(r);
   }
   p.rules.push_back(flows);
+  if (!ranges) {  // the per-key rule of the others' shape too (the benchmark's packets are UDP to port 53)
+    p.rules.back().match.protocol = 17;
+    p.rules.back().match.dst_ports = {{53, 53}};
+  }
   EngineOptions options;
-  options.limits.flow_cache_entries = state.range(0) != 0 ? kSuggestedFlowCacheEntries : 0;
+  options.limits.flow_cache_entries = state.range(0) == 1 ? kSuggestedFlowCacheEntries : 0;
+  options.limits.classifier_exact_hash = state.range(0) == 2;
   auto engine = Engine::create(p, *policer::TickRate::make(rte_get_tsc_hz()), options);
   if (!engine) return state.SkipWithError(engine.error().message.c_str());
   run_engine(state, **engine, static_cast<std::uint32_t>(state.range(2)));
@@ -281,7 +288,7 @@ void BM_policy_update(benchmark::State& state) {
 BENCHMARK(BM_engine_per_key)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_aggregate)->Arg(4096)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_per_key_daemon_index)->Arg(4096)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
-BENCHMARK(BM_engine_acl_rules)->ArgsProduct({{0, 1}, {0, 1}, {4096, 1 << 20}})->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_engine_acl_rules)->ArgsProduct({{0, 1, 2}, {0, 1}, {4096, 1 << 20}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_bare_meter)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_key_flood)->Arg(0)->Arg(1)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_policy_update)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);

@@ -178,13 +178,15 @@ int run_program(Options& o) {
   const auto top_keys = static_cast<std::size_t>(
       parse_count("--top-keys", o.top_keys, 0, kMaxTopKeys, "a number of keys",
                   " (the most keys a rule can hold; --all-keys lists every key)"));
-  const EngineLimits limits{
-      static_cast<std::size_t>(parse_count("--max-classifier-entries", o.max_classifier_entries, 1, kMaxClassifierEntries,
-                                           "a number of classifier entries")),
-      static_cast<std::size_t>(parse_count("--classifier-scan-entries", o.classifier_scan_entries, 0,
-                                           kMaxScanEntries, "a number of classifier entries")),
-      static_cast<std::size_t>(parse_count("--flow-cache-entries", o.flow_cache_entries, 0, kMaxFlowCacheEntries,
-                                           "a number of flow cache entries"))};
+  EngineLimits limits;
+  limits.max_classifier_entries = static_cast<std::size_t>(
+      parse_count("--max-classifier-entries", o.max_classifier_entries, 1, kMaxClassifierEntries,
+                  "a number of classifier entries"));
+  limits.classifier_scan_entries = static_cast<std::size_t>(
+      parse_count("--classifier-scan-entries", o.classifier_scan_entries, 0, kMaxScanEntries,
+                  "a number of classifier entries"));
+  limits.flow_cache_entries = static_cast<std::size_t>(
+      parse_count("--flow-cache-entries", o.flow_cache_entries, 0, kMaxFlowCacheEntries, "a number of flow cache entries"));
   if (limits.flow_cache_entries == 1 || (limits.flow_cache_entries & (limits.flow_cache_entries - 1)) != 0)
     fail("--flow-cache-entries " + o.flow_cache_entries + ": expected a power of two from 2 to " +
          std::to_string(kMaxFlowCacheEntries) + ", or 0 for no cache");
@@ -276,7 +278,7 @@ int main(int argc, char** argv) {
                      std::to_string(kDefaultMaxClassifierEntries) + "; see the README)");
   app.add_option("--classifier-scan-entries", o.classifier_scan_entries,
                  "a policy of at most this many classifier entries is compared with each packet in rule order "
-                 "instead of put in a trie (default " + std::to_string(kDefaultScanEntries) + "; 0: always a trie)");
+                 "instead of put in a trie (default " + std::to_string(kDefaultScanEntries) + "; 0: never scanned)");
   app.add_option("--flow-cache-entries", o.flow_cache_entries,
                  "an exact-match flow cache of this many entries (a power of two) in front of the classifier, as "
                  "tricolord's workers take it (default 0: none)");

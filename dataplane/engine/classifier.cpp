@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/engine/exact_match.hpp"
+
 namespace tricolor::dataplane {
 namespace {
 
@@ -447,7 +449,32 @@ Expected<std::unique_ptr<Classifier>> Classifier::build(std::span<const Rule> ru
       return c;
     }
 
-    // 3. The tries, each built aside; the Classifier frees whatever was made if a step fails.
+    // 3. More entries, all of one shape in each family: a hash table per family, no trie.
+    if (limits.exact_hash && sizes.total != 0) try {
+      std::vector<ScanEntry> entries4, entries6;
+      entries4.reserve(v4.entries);
+      entries6.reserve(v6.entries);
+      for (std::size_t i = 0; i < rules.size(); ++i) {
+        const auto rule = static_cast<std::uint32_t>(i);
+        if (expansions[i].ipv4) expansions[i].for_each_entry([&](auto&&... parts) {
+          entries4.push_back(scan_entry(rules[i].match, rule, false, parts...));
+        });
+        if (expansions[i].ipv6) expansions[i].for_each_entry([&](auto&&... parts) {
+          entries6.push_back(scan_entry(rules[i].match, rule, true, parts...));
+        });
+      }
+      auto exact4 = ExactMatch::build(entries4, false);
+      auto exact6 = ExactMatch::build(entries6, true);
+      if ((entries4.empty() || exact4 != nullptr) && (entries6.empty() || exact6 != nullptr)) {
+        c->exact4_ = std::move(exact4);
+        c->exact6_ = std::move(exact6);
+        return c;
+      }
+    } catch (const std::bad_alloc&) {
+      return out_of_memory(rules, sizes, "building the exact-match tables");
+    }
+
+    // 4. The tries, each built aside; the Classifier frees whatever was made if a step fails.
     if (v4.entries != 0)
       if (auto error = build_family<Acl4Rule>(c->ipv4_, v4, defs4(), rules, expansions, sizes)) return *error;
     if (v6.entries != 0)
@@ -495,12 +522,36 @@ void Classifier::scan(std::span<const PacketView> views, std::span<const Parsed>
   }
 }
 
+// Each packet's fields under its family's shape, hashed and their slots prefetched; then looked up.
+void Classifier::look_up(std::span<const PacketView> views, std::span<const Parsed> parsed,
+                         std::span<std::uint32_t> rules) const noexcept {
+  std::uint64_t keys[kMaxBurst][ExactMatch::kKeyWords];
+  std::uint64_t hashes[kMaxBurst];
+  const ExactMatch* tables[kMaxBurst];
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const Parsed& p = parsed[i];
+    tables[i] = nullptr;
+    if (p.error != ParseError::none || p.l3 == L3::none) continue;
+    tables[i] = p.l3 == L3::ipv6 ? exact6_.get() : exact4_.get();
+    if (tables[i] == nullptr) continue;
+    const std::uint32_t vlan_dscp = (p.has_vlan ? kTaggedBit : 0) | (std::uint32_t{p.vlan_id} << kVlanShift) | p.dscp;
+    hashes[i] = tables[i]->hash(p, views[i].port, vlan_dscp, keys[i]);
+    tables[i]->prefetch(hashes[i]);
+  }
+  for (std::size_t i = 0; i < views.size(); ++i)
+    rules[i] = tables[i] == nullptr ? kNoRule : tables[i]->lookup(keys[i], hashes[i]);
+}
+
 void Classifier::classify(std::span<const PacketView> views, std::span<const Parsed> parsed,
                           std::span<std::uint32_t> rules) const {
   const std::size_t n = views.size();
   assert(n <= kMaxBurst && parsed.size() >= n && rules.size() >= n);
   if (scanned_) {
     scan(views.first(n), parsed.first(n), rules.first(n));
+    return;
+  }
+  if (hashed()) {
+    look_up(views.first(n), parsed.first(n), rules.first(n));
     return;
   }
   Key4 keys4[kMaxBurst];

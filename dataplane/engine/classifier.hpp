@@ -15,6 +15,11 @@
 // costs 18 to 40 ns per packet however few the rules (its key build, its transitions, its call per
 // family); a scan of a few entries costs a few. Both read the same entries, so both give the same
 // first match (tests/dataplane/engine/classifier_test.cpp runs its random rule sets both ways).
+//
+// A bigger rule set whose entries of each family all share one shape (every address under the same
+// mask, each port field and the ingress port a few values or any, the same VLAN/DSCP bits: a /32 per
+// customer with a protocol and a port, say) is not put in a trie either: a hash of the packet's fields
+// under that shape finds its rule (exact_match.hpp), the first that matches, as the trie would.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -29,6 +34,8 @@
 struct rte_acl_ctx;
 
 namespace tricolor::dataplane {
+
+class ExactMatch;
 
 inline constexpr std::uint32_t kNoRule = UINT32_MAX;
 
@@ -47,12 +54,13 @@ inline constexpr std::size_t kDefaultMaxClassifierEntries = 131072;
 // random): the scan is ahead of rte_acl's 18-38 ns at every size up to 38 entries (4 ns at 2, 25 at 19,
 // 31 at 38); 16 leaves room for sets whose packets mostly match late or not at all (a scan of them all).
 inline constexpr std::size_t kDefaultScanEntries = 16;
-// An operator may set it from 0 (always a trie) to this: past it a scan is never the faster.
+// An operator may set it from 0 (never scanned) to this: past it a scan is never the faster.
 inline constexpr std::size_t kMaxScanEntries = 256;
 
 struct ClassifierLimits {
   std::size_t max_entries = kDefaultMaxClassifierEntries;  // trie entries of the rule set, both families
-  std::size_t scan_entries = kDefaultScanEntries;          // at most this many: scanned, no trie (0: always a trie)
+  std::size_t scan_entries = kDefaultScanEntries;          // at most this many: scanned, no trie (0: never)
+  bool exact_hash = true;  // more, all of one shape: a hash lookup (exact_match.hpp), no trie (false: a trie)
 };
 
 class Classifier {
@@ -72,6 +80,7 @@ class Classifier {
 
   std::size_t entries() const noexcept { return entries_; }  // entries after merging, both families
   bool scanned() const noexcept { return scanned_; }          // no trie: the entries are scanned in order
+  bool hashed() const noexcept { return exact4_ != nullptr || exact6_ != nullptr; }  // no trie: one shape
 
   static constexpr std::size_t kMaxBurst = 64;
 
@@ -90,12 +99,14 @@ class Classifier {
  private:
   Classifier() = default;
   void scan(std::span<const PacketView> views, std::span<const Parsed> parsed, std::span<std::uint32_t> rules) const noexcept;
+  void look_up(std::span<const PacketView> views, std::span<const Parsed> parsed, std::span<std::uint32_t> rules) const noexcept;
 
   rte_acl_ctx* ipv4_ = nullptr;
   rte_acl_ctx* ipv6_ = nullptr;
   std::size_t entries_ = 0;
   bool scanned_ = false;
   std::vector<ScanEntry> scan4_, scan6_;  // in rule order (the first that matches wins)
+  std::unique_ptr<ExactMatch> exact4_, exact6_;  // one shape: a hash table per family (none: no entry)
 };
 
 }  // namespace tricolor::dataplane

@@ -256,7 +256,8 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
     set->classifier = current_->classifier;
   } else {
     auto classifier =
-        Classifier::build(policy.rules, ClassifierLimits{limits.max_classifier_entries, limits.classifier_scan_entries});
+        Classifier::build(policy.rules, ClassifierLimits{limits.max_classifier_entries, limits.classifier_scan_entries,
+                                                      limits.classifier_exact_hash});
     if (!classifier) return classifier.error();
     set->classifier = std::move(*classifier);
     plan.built_classifier = true;

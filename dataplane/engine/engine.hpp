@@ -51,6 +51,7 @@ namespace tricolor::dataplane {
 struct EngineLimits {
   std::size_t max_classifier_entries = kDefaultMaxClassifierEntries;  // see classifier.hpp
   std::size_t classifier_scan_entries = kDefaultScanEntries;          // scanned, no trie, up to this many
+  bool classifier_exact_hash = true;  // more entries of one shape: a hash lookup, no trie (classifier.hpp)
   // Each worker's exact-match flow cache in front of the classifier (flow_cache.hpp): its entries, a
   // power of two, or 0 for none (the default: on this project's machines it has not paid yet, see
   // flow_cache.hpp). Fixed when the engine is created.

@@ -243,6 +243,31 @@ for variant, options in [("scanned", ["--classifier-scan-entries", "256"]),
         if open(path, "rb").read() != open(other[name], "rb").read():
             failures.append(f"{' '.join(options)}: the {name} output differs from the trie's")
 
+# A policy of one shape (a /32 per host, UDP, one port each: more entries than the default scans, so
+# a hash lookup, no trie): the same bytes in every output as with its rules scanned in order; rules
+# repeat one another (the first must win) and the capture's packets hit several of them.
+ONE_SHAPE = "profile add big 1r2c cir 100gbit cbs 1g\n" + "".join(
+    f"rule add n{net}-host{host}-{port} dst 10.{net}.0.{host} proto udp dport {port} profile big green remark af{11 + 10 * (host % 3)}\n"
+    for net in (0, 1, 2, 7) for host in (1, 5, 6, 99) for port in (5001, 5002, 6000, 9))
+ONE_SHAPE += "rule add again dst 10.0.0.5 proto udp dport 5001 profile big green drop\n"  # never matches: host5-5001 first
+one_shape_policy = os.path.join(work, "one-shape.policy")
+with open(one_shape_policy, "w") as f:
+    f.write(ONE_SHAPE)
+shape_runs = {}
+for variant, options in [("hashed", []), ("scanned", ["--classifier-scan-entries", "256"])]:
+    files = {name: os.path.join(work, f"one-shape.{variant}.{name}") for name in ("out", "csv", "json")}
+    run = subprocess.run([replay, "--policy", one_shape_policy, "--in", in_pcap, "--out", files["out"], "--csv",
+                          files["csv"], "--json", files["json"], *options], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    shape_runs[variant] = {name: open(path, "rb").read() for name, path in files.items()}
+for name in ("out", "csv", "json"):
+    if shape_runs["hashed"][name] != shape_runs["scanned"][name]:
+        failures.append(f"one-shape policy: the hashed {name} output differs from the scanned one")
+shape_rules = json.loads(shape_runs["hashed"]["json"])["rules"]
+hit = {r["name"] for r in shape_rules if sum(r[c]["packets"] for c in ("green", "yellow", "red")) > 0}
+if len(hit) < 3 or "again" in hit:
+    failures.append(f"one-shape policy: rules that metered packets {sorted(hit)}: expected several, not 'again'")
+
 # A flow cache size that is not a power of two is refused, naming the option.
 run = subprocess.run([replay, "--policy", os.path.join(work, "policy"), "--in", in_pcap, "--flow-cache-entries", "3"],
                      capture_output=True, text=True)
@@ -252,4 +277,4 @@ if run.returncode == 0 or "--flow-cache-entries 3: expected a power of two" not 
 if failures:
     print("\n".join(failures))
     sys.exit(1)
-print(f"golden: {len(cases)} packets, {len(expected_out)} forwarded, all as expected, in a trie, scanned and through flow caches")
+print(f"golden: {len(cases)} packets, {len(expected_out)} forwarded, all as expected, in a trie, scanned, through flow caches, and a one-shape policy hashed as scanned")

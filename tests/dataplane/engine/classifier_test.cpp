@@ -401,7 +401,10 @@ TEST(ClassifierLimits, MemoryThatCannotBeHadEndsAsAnError) {
     rules[i].match.dscp = {10, 12};
   }
   const auto build = [&] {
-    auto classifier = Classifier::build(rules, ClassifierLimits{std::size_t{1} << 20});
+    // These entries are all of one shape: without the trie turned on they would be hashed.
+    ClassifierLimits limits{std::size_t{1} << 20};
+    limits.exact_hash = false;
+    auto classifier = Classifier::build(rules, limits);
     return classifier.ok() ? std::string("built") : classifier.error().message;
   };
   const auto refused_at = [](const char* step) {
@@ -417,6 +420,111 @@ TEST(ClassifierLimits, MemoryThatCannotBeHadEndsAsAnError) {
               testing::ExitedWithCode(0), "");
   EXPECT_EXIT(test::run_under_address_space_limit(std::size_t{64} << 20, build, refused_at("building the IPv4 trie")),
               testing::ExitedWithCode(0), "");
+}
+
+// Rule sets of one shape (exact_match.hpp): each round picks the fields its rules match and how (a
+// prefix length per family, one value or a list of values per port field, the protocol, a VLAN, DSCP
+// values, ingress ports), then rules with values from small domains, so that rules repeat one another
+// (the first must win) and packets often hit them. Hashed, the classifier agrees with the first-match
+// scan packet for packet.
+Rule one_shape_rule(Rng& r, std::size_t index, std::uint64_t shape, const std::uint8_t (&prefix)[2]) {
+  Rule rule;
+  rule.name = "r" + std::to_string(index);
+  rule.profile = "p";
+  Match& m = rule.match;
+  const bool ipv6 = r.chance(40);
+  const auto address = [&](std::uint8_t length) {
+    Prefix p;
+    p.ipv6 = ipv6;
+    p.length = length;
+    for (unsigned i = 0; i < (ipv6 ? 16u : 4u); ++i) p.address[i] = static_cast<std::uint8_t>(i < 2 ? r.below(3) : r.below(256));
+    for (unsigned b = length; b < (ipv6 ? 128u : 32u); ++b)  // host bits zero, as the language leaves them
+      p.address[b / 8] = static_cast<std::uint8_t>(p.address[b / 8] & ~(0x80u >> (b % 8)));
+    return p;
+  };
+  const auto values = [&](std::uint64_t domain) {
+    std::vector<PortRange> out;
+    for (std::size_t i = 0, n = r.chance(70) ? 1 : 2 + r.below(3); i < n; ++i) {
+      const auto v = static_cast<std::uint16_t>(r.below(domain));
+      out.push_back({v, v});
+    }
+    return out;
+  };
+  if (shape & 1) m.src = address(prefix[ipv6]);
+  if (shape & 2) m.dst = address(prefix[ipv6]);
+  if (shape & 4) m.protocol = static_cast<std::uint8_t>(r.chance(50) ? 6 : 17);
+  if (shape & 8) m.src_ports = values(1100);
+  if (shape & 16) m.dst_ports = values(8);
+  if (shape & 32) m.vlan = static_cast<std::uint16_t>(r.below(5));
+  if (shape & 64) m.dscp = {static_cast<std::uint8_t>(r.below(64))};
+  if (shape & 128) m.ports = {static_cast<std::uint16_t>(r.below(4))};
+  return rule;
+}
+
+TEST(ClassifierHashed, AgreesWithTheFirstMatchScanOnRuleSetsOfOneShape) {
+  Rng rng{99};
+  std::size_t matched = 0, checked = 0, hashed = 0;
+  for (std::size_t round = 0; round < 120; ++round) {
+    const std::uint64_t shape = 1 + rng.below(255);
+    const std::uint8_t prefix[2] = {static_cast<std::uint8_t>(rng.chance(50) ? 32 : rng.below(33)),
+                                    static_cast<std::uint8_t>(rng.chance(50) ? 128 : rng.below(129))};
+    std::vector<Rule> rules;
+    for (std::size_t i = 0, count = 1 + rng.below(round < 60 ? 40 : 400); i < count; ++i)
+      rules.push_back(one_shape_rule(rng, i, shape, prefix));
+    ClassifierLimits limits;
+    limits.scan_entries = 0;
+    auto classifier = Classifier::build(rules, limits);
+    ASSERT_TRUE(classifier.ok()) << classifier.error().message;
+    hashed += (*classifier)->hashed();
+    for (int burst = 0; burst < 40; ++burst) {
+      const std::size_t n = 1 + rng.below(Classifier::kMaxBurst);
+      std::vector<PacketView> views(n);
+      std::vector<Parsed> parsed(n);
+      for (std::size_t i = 0; i < n; ++i) parsed[i] = random_packet(rng, rules, views[i]);
+      std::vector<std::uint32_t> got(n);
+      (*classifier)->classify(views, parsed, got);
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t want = first_match(rules, views[i], parsed[i]);
+        ASSERT_EQ(got[i], want) << "round " << round << " shape " << shape << " packet " << i << " of "
+                                << rules.size() << " rules";
+        matched += want != UINT32_MAX;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(hashed, 120u);  // every set of one shape is hashed
+  EXPECT_GT(matched, checked / 3);
+}
+
+// One rule of another shape (a port range wider than 64 values, a prefix of another length) puts the
+// set in the trie; so does turning the hash off.
+TEST(ClassifierHashed, ARuleOfAnotherShapeTakesTheTrie) {
+  std::vector<Rule> rules;
+  for (std::uint8_t i = 0; i < 40; ++i) {
+    Rule r;
+    r.name = "r" + std::to_string(i);
+    r.match.dst = ipv4_prefix(i, 32);
+    r.match.protocol = 17;
+    r.match.dst_ports = {{53, 53}};
+    rules.push_back(r);
+  }
+  auto one_shape = Classifier::build(rules);
+  ASSERT_TRUE(one_shape.ok());
+  EXPECT_TRUE((*one_shape)->hashed());
+  EXPECT_FALSE((*one_shape)->scanned());
+  ClassifierLimits no_hash;
+  no_hash.exact_hash = false;
+  auto trie = Classifier::build(rules, no_hash);
+  ASSERT_TRUE(trie.ok());
+  EXPECT_FALSE((*trie)->hashed());
+  for (const auto change : {0, 1}) {
+    std::vector<Rule> other = rules;
+    if (change == 0) other[20].match.dst_ports = {{53, 1053}};
+    else other[20].match.dst = ipv4_prefix(20, 24);
+    auto mixed = Classifier::build(other);
+    ASSERT_TRUE(mixed.ok());
+    EXPECT_FALSE((*mixed)->hashed()) << change;
+  }
 }
 
 }  // namespace

@@ -163,7 +163,10 @@ void same_decisions(std::size_t cache_entries, std::uint64_t seed) {
   for (std::size_t r = 0; r < 20; ++r) {
     const RuleCounters x = plain.engine->counters(r), y = cached.engine->counters(r);
     EXPECT_EQ(x.packets, y.packets) << "rule " << r;
-    EXPECT_EQ(x.keys_created, y.keys_created) << "rule " << r;
+    // A key idle past its timeout starts again either swept and created or renewed in place, as the
+    // sweep's hand (where the secret hash put the key in the index) meets it first: only their sum is
+    // the same in two engines.
+    EXPECT_EQ(x.keys_created + x.keys_renewed, y.keys_created + y.keys_renewed) << "rule " << r;
   }
   const FlowCacheCounters& c = cached.engine->worker(0).flow_cache()->counters();
   EXPECT_GT(c.hits.load(), 0u);
