@@ -99,6 +99,21 @@ class alignas(64) SharedMeter {
     });
   }
 
+  // The same for a burst whose packets all arrived at `now` (the daemon reads the clock once a burst):
+  // the meter is brought to `now` once, not once a packet, which shortens the critical section that
+  // every worker of a shared meter queues for. The colors are those of check_burst_after() with every
+  // time equal to `now` (bringing a meter to the time it is at already changes nothing).
+  template <class CatchUp>
+  void check_burst_at_after(CatchUp&& catch_up, std::uint64_t now, std::span<const std::uint32_t> lengths,
+                            std::span<const Color> in, std::span<Color> colors) noexcept {
+    assert(colors.size() >= lengths.size());
+    assert(in.empty() || in.size() >= lengths.size());
+    exclusive([&](AggregateMeter& m) {
+      catch_up(m, generation_);
+      m.color_at(now, lengths, in, colors);
+    });
+  }
+
   // Before a rule set that changes this meter to `to` is published (control thread): allocates what
   // `to`'s state needs that the meter lacks, so that the workers' catch-up never allocates.
   void prepare(const Profile& to) {

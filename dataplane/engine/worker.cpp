@@ -83,11 +83,14 @@ void Worker::check_shared(policer::SharedMeter& meter, const policer::Profile& p
                           const ProfileHistory* history, std::span<const std::uint64_t> times,
                           std::span<const std::uint32_t> lengths, std::span<const Color> in,
                           std::span<Color> out) noexcept {
-  meter.check_burst_after(
-      [&](policer::AggregateMeter& m, std::uint64_t& applied) {
-        catch_up_shared(m, applied, history, generation, profile, seen_, first_tick_);
-      },
-      times, lengths, in, out);
+  const auto catch_up = [&](policer::AggregateMeter& m, std::uint64_t& applied) {
+    catch_up_shared(m, applied, history, generation, profile, seen_, first_tick_);
+  };
+  // A burst read at one clock tick (the daemon's, always) brings the meter to that tick once.
+  bool one_tick = true;
+  for (std::size_t k = 1; k < times.size() && one_tick; ++k) one_tick = times[k] == times[0];
+  if (one_tick && !times.empty()) meter.check_burst_at_after(catch_up, times[0], lengths, in, out);
+  else meter.check_burst_after(catch_up, times, lengths, in, out);
 }
 
 void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "policer/shared_meter.hpp"
+#include "tests/policer/limiter_test_support.hpp"
 #include "tests/policer/meter_test_support.hpp"
 
 namespace tricolor::test {
@@ -201,6 +202,44 @@ TEST(SharedMeter, ProfileChangeAndResetHappenUnderTheLock) {
   EXPECT_EQ(meter.snapshot().level[0], 47u * 1000);  // one tick at the new rate
   meter.reset(7);
   EXPECT_EQ(meter.snapshot().level[0], 50u * 1000);
+}
+
+// A burst of one tick metered at that tick once (check_burst_at_after) colors as one metered packet by
+// packet at that tick (check_burst_after), color-blind and color-aware, burst after burst.
+TEST(SharedMeter, ABurstOfOneTickColorsAsPacketByPacket) {
+  constexpr std::array kEvery{Algorithm::one_rate_two_color, Algorithm::srtcm,          Algorithm::trtcm,
+                              Algorithm::trtcm_4115,         Algorithm::fixed_window,   Algorithm::sliding_window,
+                              Algorithm::gcra,               Algorithm::smooth,         Algorithm::warmup};
+  Rng rng{23};
+  for (const Algorithm a : kEvery) {
+    for (const bool aware : {false, true}) {
+      const Params params = policer::is_limiter(a) ? random_limiter_params(rng, a, Unit::bytes, 1'000'000'000)
+                                                   : params_for(a, Unit::bytes, 1'000'000, 3000);
+      const auto profile = *policer::Profile::make(params, *TickRate::make(1'000'000'000));
+      SharedMeter once(profile, 0), each(profile, 0);
+      std::uint64_t seed = 17, now = 0;
+      const auto no_change = [](policer::AggregateMeter&, std::uint64_t&) {};
+      for (int burst = 0; burst < 2000; ++burst) {
+        now += tricolor::splitmix64(seed) % 3'000'000;
+        const std::size_t n = 1 + tricolor::splitmix64(seed) % 32;
+        std::vector<std::uint64_t> times(n, now);
+        std::vector<std::uint32_t> lengths(n);
+        std::vector<Color> in(n), a_colors(n), b_colors(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          lengths[i] = static_cast<std::uint32_t>(64 + tricolor::splitmix64(seed) % 1500);
+          in[i] = static_cast<Color>(tricolor::splitmix64(seed) % 3);
+        }
+        const std::span<const Color> input = aware ? std::span<const Color>(in) : std::span<const Color>();
+        once.check_burst_at_after(no_change, now, lengths, input, a_colors);
+        each.check_burst_after(no_change, times, lengths, input, b_colors);
+        ASSERT_EQ(a_colors, b_colors) << policer::to_string(a) << (aware ? " aware" : " blind") << " burst " << burst;
+      }
+      const State x = once.snapshot(), y = each.snapshot();
+      EXPECT_EQ(x.level[0], y.level[0]) << policer::to_string(a);
+      EXPECT_EQ(x.level[1], y.level[1]) << policer::to_string(a);
+      EXPECT_EQ(x.last, y.last) << policer::to_string(a);
+    }
+  }
 }
 
 }  // namespace
