@@ -147,14 +147,10 @@ class alignas(64) SharedMeter {
     lock_.unlock();
   }
 
-  // The lock on a line of its own: workers waiting for it spin on that line only, and the holder's
-  // writes to the meter (the next line) do not take it from them at every store, nor they it from the
-  // holder. With the lock beside the state, 8 workers on one meter reached 3.5x one worker (devbench,
-  // issue 23).
-  alignas(64) mutable SpinLock lock_;
-  alignas(64) AggregateMeter meter_;
+  mutable SpinLock lock_;
+  AggregateMeter meter_;
   std::uint64_t generation_ = 0;  // check_burst_after's record of the profile changes applied
 };
-static_assert(sizeof(SharedMeter) == 128, "a shared meter: its lock's line, and its state's");
+static_assert(sizeof(SharedMeter) == 64, "one shared meter, lock included, per cache line");
 
 }  // namespace tricolor::policer
