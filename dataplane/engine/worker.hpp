@@ -4,11 +4,12 @@
 // thread, whose clock is the capture.
 //
 // Per burst: the rule set is read once; every frame is parsed, the IP ones classified together
-// (rte_acl), the packets of each rule metered together: by the rule's aggregate meter (one critical
-// section per rule per burst), or by one meter per key in this worker's key table for the rule (no
-// lock), then by the rule's parent meter if it has one; then each packet's action is applied by
-// (input, output) color. No allocation, no lock but the shared meters' one critical section per rule
-// per burst, no system call.
+// (classifier.hpp; through this worker's flow cache if it has one, flow_cache.hpp), the packets of
+// each rule metered together: by the rule's aggregate meter (one critical section per rule per
+// burst), or by one meter per key in this worker's key table for the rule (no lock), then by the
+// rule's parent meter if it has one; then each packet's action is applied by (input, output) color.
+// No allocation, no lock but the shared meters' one critical section per rule per burst, no system
+// call.
 //
 // What a worker writes is its own: its counters (per rule, per default reason) and its key tables,
 // which other threads read without ever blocking it.
