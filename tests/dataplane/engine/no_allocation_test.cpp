@@ -2,8 +2,9 @@
 // kernel's memory calls (tests/allocation_probe.hpp): not for new keys (their chunks come from a pool
 // the control side keeps), not for keys that expire (their chunks go back through a queue the control
 // side drains), not for a profile change a meter catches up on (into a sliding window too), a full
-// table's fallback, a parent, a remark or the default action. The control side (update, maintain) runs between bursts, outside the
-// probe, as it runs on its own thread in the daemon. Plain build only (sanitizers interpose malloc).
+// table's fallback, a parent, a remark or the default action; nor the one-shape hash or the flow
+// cache. The control side (update, maintain) runs between bursts, outside the probe, as it runs on its
+// own thread in the daemon. Plain build only (sanitizers interpose malloc).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -101,6 +102,62 @@ TEST(EngineNoAllocation, TheWorkersPathAfterInstallAllocatesNothing) {
   EXPECT_EQ(engine.keys_starved(0), 0u) << "the control side kept up between bursts";
   EXPECT_GT(engine.counters(1).table_full, 0u) << "the small table filled: its fallback ran";
   EXPECT_GT(engine.counters(0).keys_renewed + engine.counters(0).keys_created, kKeys);
+}
+
+// The classifier of a one-shape rule set (a hash table, exact_match.hpp) behind a flow cache smaller
+// than the flows (flow_cache.hpp): hits, misses, insertions, a new rule set's misses, no allocation.
+TEST(EngineNoAllocation, TheOneShapeHashAndTheFlowCacheAllocateNothing) {
+  if (!AllocationProbe::usable()) GTEST_SKIP() << AllocationProbe::why_unusable();
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  for (std::uint8_t host = 1; host <= 40; ++host) {
+    Rule r = rule("h" + std::to_string(host), host, "p");
+    r.match.protocol = 17;
+    r.match.dst_ports = {{53, 53}};
+    policy.rules.push_back(r);
+  }
+  EngineOptions options;
+  options.limits.flow_cache_entries = 64;
+  auto made = Engine::create(policy, *policer::TickRate::make(kHz), options);
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  Engine& engine = **made;
+  Worker& worker = engine.worker(0);
+  ASSERT_NE(worker.flow_cache(), nullptr);
+  std::vector<std::vector<std::uint8_t>> frames;  // 48 hosts (8 match no rule) x 16 sources: 768 flows
+  std::size_t to_rules = 0;
+  for (std::uint32_t i = 0; i < 4096; ++i) {
+    const auto host = static_cast<std::uint8_t>(1 + i % 48);
+    frames.push_back(from(i % 16, host));
+    to_rules += host <= 40;
+  }
+  constexpr std::size_t kBurst = 32;
+  std::vector<PacketView> views(kBurst);
+  std::vector<Verdict> verdicts(kBurst);
+  std::size_t calls = 0, matched = 0;
+  auto run = [&](std::uint64_t start) {
+    for (std::size_t i = 0; i < frames.size(); i += kBurst) {
+      for (std::size_t k = 0; k < kBurst; ++k)
+        views[k] = PacketView{frames[i + k].data(), 100, 100, start + i + k, 0, 0, false};
+      worker.online();
+      {
+        const AllocationProbe probe;
+        worker.process(views, verdicts);
+        calls += probe.calls().total();
+      }
+      for (const Verdict& v : verdicts) matched += v.rule != kNoRule;
+      worker.quiescent();
+      worker.offline();
+      engine.maintain();
+    }
+  };
+  run(0);
+  policy.profiles[0].params = params_1r2c(2'000'000, 100'000);  // a new set: every flow misses once
+  ASSERT_TRUE(engine.update(policy).ok());
+  run(kHz);
+  EXPECT_EQ(calls, 0u);
+  EXPECT_EQ(matched, 2 * to_rules);
+  EXPECT_GT(worker.flow_cache()->counters().hits.load(), 0u);
+  EXPECT_GT(worker.flow_cache()->counters().misses.load(), 0u);
 }
 
 }  // namespace
