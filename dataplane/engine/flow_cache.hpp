@@ -10,20 +10,21 @@
 // key, its owner, its entry in the key table) is worked out from the packet as without the cache, so
 // key expiry, renewal and moves between workers never meet a cached value.
 //
-// Layout: a power of two of 64-byte entries (the worker's memory source), each holding the 48 bytes of fields, the generation's low
-// 32 bits and the rule. A flow has two candidate entries, at two positions taken from one hash under
-// the cache's own secret (flows cannot be chosen offline to collide). Insertion resists thrashing: a
-// miss takes a candidate that is empty or of an older set; if both are live, it replaces one only
-// with probability 1/kInsertInverseProbability, so that a flood of new flows (more than the cache
-// holds) leaves most established flows cached and costs a write on few of its misses.
+// Layout: a power of two of 64-byte entries (the worker's memory source), each holding the 48 bytes
+// of fields, the generation's low 32 bits and the rule. A flow has two candidate entries, at two
+// positions taken from one hash under the cache's own secret (flows cannot be chosen offline to
+// collide). Insertion resists thrashing: a miss takes a candidate that is empty or of an older set; if
+// both are live, it replaces one only with probability 1/kInsertInverseProbability, so that a flood of
+// new flows (more than the cache holds) leaves most established flows cached and costs a write on few
+// of its misses.
 //
-// Measured (tricolor-bench-engine BM_engine_acl_rules, 1 Ki rules in rte_acl's trie, issue 23): at 4 Ki
-// flows, 99% hits, a packet costs 0-9% less than without the cache; at 1 Mi flows, nearly all misses,
-// up to 37% more (the two probes of a cold cache). rte_acl's trie for such sets is compact and hot,
-// so a hit saves little: the cache is off unless asked for (EngineLimits::flow_cache_entries,
-// tricolord and tricolor-replay --flow-cache-entries). What would make it pay is a hit that also
-// skips the key build, the hash and the key table's index probe; that needs the key entry's
-// incarnation in the cache and is not done.
+// Measured (tricolor-bench-engine BM_engine_acl_rules, 1 Ki rules in rte_acl's trie, issue 23): on the
+// project's 2-core VM, at 4 Ki flows (99% hits) a packet costs 0-9% less than without the cache, at 1
+// Mi flows (nearly all misses: two probes of a cold cache) up to 37% more; on a 16-core Xeon, where
+// rte_acl is slower, one run gave 109 -> 65 ns at 4 Ki flows. So it is off unless asked for
+// (EngineLimits::flow_cache_entries; --flow-cache-entries in tricolord and tricolor-replay). Caching
+// the key entry as well would not add much: the key table is itself an exact-match hash of the per-key
+// rule's fields, so its probe would only be traded for this one.
 //
 // Owned by one worker: no lock, no atomic but the counters others read.
 #include <array>
