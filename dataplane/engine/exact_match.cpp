@@ -52,19 +52,6 @@ bool ExactMatch::same_shape(const Shape& a, const Shape& b) noexcept {
          a.ingress_exact == b.ingress_exact && a.src_port_exact == b.src_port_exact && a.dst_port_exact == b.dst_port_exact;
 }
 
-// The fields under the shape: masked addresses and bits, exact ports and ingress, zero for "any".
-void ExactMatch::key_of(const Packet& p, std::uint64_t (&key)[kKeyWords]) const noexcept {
-  const Shape& s = shape_;
-  const auto pair = [](std::uint32_t hi, std::uint32_t lo) { return std::uint64_t{hi} << 32 | lo; };
-  key[0] = pair(p.src[0] & s.src_mask[0], p.src[1] & s.src_mask[1]);
-  key[1] = pair(p.src[2] & s.src_mask[2], p.src[3] & s.src_mask[3]);
-  key[2] = pair(p.dst[0] & s.dst_mask[0], p.dst[1] & s.dst_mask[1]);
-  key[3] = pair(p.dst[2] & s.dst_mask[2], p.dst[3] & s.dst_mask[3]);
-  key[4] = pair(s.ingress_exact ? p.ingress : 0, p.vlan_dscp & s.vlan_dscp_mask);
-  key[5] = std::uint64_t{s.src_port_exact ? p.src_port : 0u} << 32 |
-           std::uint64_t{s.dst_port_exact ? p.dst_port : 0u} << 16 | (p.protocol & s.protocol_mask);
-}
-
 std::unique_ptr<ExactMatch> ExactMatch::build(std::span<const Classifier::ScanEntry> entries, bool ipv6) {
   if (entries.empty()) return nullptr;
   std::unique_ptr<ExactMatch> table(new ExactMatch());
@@ -86,10 +73,14 @@ std::unique_ptr<ExactMatch> ExactMatch::build(std::span<const Classifier::ScanEn
   for (Slot& slot : table->slots_) slot.rule = kNoRule;
   table->mask_ = table->slots_.size() - 1;
   for (const Classifier::ScanEntry& e : entries) {
-    // Each combination of the entry's values is a packet that matches it exactly.
-    Packet p{};
-    for (unsigned w = 0; w < 4; ++w) p.src[w] = e.src[w], p.dst[w] = e.dst[w];
-    p.vlan_dscp = e.vlan_dscp;
+    // Each combination of the entry's values is a packet that matches it exactly, keyed as one.
+    Parsed p;
+    p.l3 = ipv6 ? L3::ipv6 : L3::ipv4;
+    for (unsigned w = 0; w < (ipv6 ? 4u : 1u); ++w) {
+      const std::uint32_t src = __builtin_bswap32(e.src[w]), dst = __builtin_bswap32(e.dst[w]);
+      std::memcpy(p.src.data() + 4 * w, &src, 4);
+      std::memcpy(p.dst.data() + 4 * w, &dst, 4);
+    }
     p.protocol = e.protocol;
     const std::uint32_t ingress_last = shape.ingress_exact ? e.ingress_last : e.ingress_first;
     const std::uint32_t src_last = shape.src_port_exact ? e.src_last : e.src_first;
@@ -97,19 +88,18 @@ std::unique_ptr<ExactMatch> ExactMatch::build(std::span<const Classifier::ScanEn
     for (std::uint64_t ingress = e.ingress_first; ingress <= ingress_last; ++ingress)
       for (std::uint32_t src = e.src_first; src <= src_last; ++src)
         for (std::uint32_t dst = e.dst_first; dst <= dst_last; ++dst) {
-          p.ingress = static_cast<std::uint32_t>(ingress);
           p.src_port = static_cast<std::uint16_t>(src);
           p.dst_port = static_cast<std::uint16_t>(dst);
-          table->insert(p, e.rule);
+          table->insert(p, static_cast<std::uint32_t>(ingress), e.vlan_dscp, e.rule);
         }
   }
   return table;
 }
 
 // The first entry of a key keeps it: the first rule that matches.
-void ExactMatch::insert(const Packet& p, std::uint32_t rule) noexcept {
+void ExactMatch::insert(const Parsed& p, std::uint32_t ingress, std::uint32_t vlan_dscp, std::uint32_t rule) noexcept {
   std::uint64_t key[kKeyWords];
-  const std::uint64_t h = hash(p, key);
+  const std::uint64_t h = hash(p, ingress, vlan_dscp, key);
   for (std::size_t pos = h & mask_;; pos = (pos + 1) & mask_) {
     Slot& slot = slots_[pos];
     if (slot.rule == kNoRule) {
@@ -119,11 +109,6 @@ void ExactMatch::insert(const Packet& p, std::uint32_t rule) noexcept {
     }
     if (std::equal(key, key + kKeyWords, slot.key)) return;
   }
-}
-
-std::uint64_t ExactMatch::hash(const Packet& p, std::uint64_t (&key)[kKeyWords]) const noexcept {
-  key_of(p, key);
-  return hash_.of_words(key);
 }
 
 }  // namespace tricolor::dataplane

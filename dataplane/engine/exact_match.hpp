@@ -31,17 +31,9 @@ class ExactMatch {
   // not share one shape. Throws std::bad_alloc.
   static std::unique_ptr<ExactMatch> build(std::span<const Classifier::ScanEntry> entries, bool ipv6);
 
-  // A packet's fields as the scan reads them (addresses as host-order words, IPv4 in word 0).
-  struct Packet {
-    std::uint32_t src[4], dst[4];
-    std::uint32_t ingress, vlan_dscp;
-    std::uint16_t src_port, dst_port;
-    std::uint8_t protocol;
-  };
-  std::uint64_t hash(const Packet& p, std::uint64_t (&key)[kKeyWords]) const noexcept;
-
-  // The packet path, inline: a parsed IP packet's key under the shape (the same words hash(Packet)
-  // makes; vlan_dscp packed as the classifier packs it), its hash, its slot fetched, its rule.
+  // The packet path, inline (the build keys the entries with it too): a parsed IP packet's key under
+  // the shape (masked addresses and bits, exact ports and ingress, zero for "any"; vlan_dscp packed as
+  // the classifier packs it), its hash, its slot fetched, its rule.
   std::uint64_t hash(const Parsed& p, std::uint32_t ingress, std::uint32_t vlan_dscp,
                      std::uint64_t (&key)[kKeyWords]) const noexcept {
     const Shape& s = shape_;
@@ -72,7 +64,6 @@ class ExactMatch {
     }
   }
 
-  std::size_t slots() const noexcept { return slots_.size(); }
 
  private:
   struct Shape {
@@ -89,8 +80,7 @@ class ExactMatch {
 
   static std::optional<Shape> shape_of(const Classifier::ScanEntry& e, bool ipv6) noexcept;
   static bool same_shape(const Shape& a, const Shape& b) noexcept;
-  void key_of(const Packet& p, std::uint64_t (&key)[kKeyWords]) const noexcept;
-  void insert(const Packet& p, std::uint32_t rule) noexcept;
+  void insert(const Parsed& p, std::uint32_t ingress, std::uint32_t vlan_dscp, std::uint32_t rule) noexcept;
 
   Shape shape_{};
   std::vector<Slot> slots_;
