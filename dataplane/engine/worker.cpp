@@ -87,9 +87,7 @@ void Worker::check_shared(policer::SharedMeter& meter, const policer::Profile& p
     catch_up_shared(m, applied, history, generation, profile, seen_, first_tick_);
   };
   // A burst read at one clock tick (the daemon's, always) brings the meter to that tick once.
-  bool one_tick = true;
-  for (std::size_t k = 1; k < times.size() && one_tick; ++k) one_tick = times[k] == times[0];
-  if (one_tick && !times.empty()) meter.check_burst_at_after(catch_up, times[0], lengths, in, out);
+  if (one_tick_) meter.check_burst_at_after(catch_up, times[0], lengths, in, out);
   else meter.check_burst_after(catch_up, times, lengths, in, out);
 }
 
@@ -210,6 +208,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   if (n == 0) return set;
   // The first burst under a new set: the changes it brought take effect now, in this worker's clock.
   first_tick_ = earliest;
+  one_tick_ = earliest == latest;
   if (set.generation != generation_) {
     seen_.record(set.generation, earliest);
     generation_ = set.generation;

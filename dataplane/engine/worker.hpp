@@ -119,6 +119,7 @@ class Worker {
   std::uint64_t generation_ = 0;  // of the set of the previous burst
   std::atomic<std::uint64_t> seen_generation_{0};  // the same, for readers on other threads
   std::uint64_t first_tick_ = 0;  // of the current burst: the tick of changes it is the first to see
+  bool one_tick_ = false;         // every packet of the current burst arrived at one tick
   SeenGenerations seen_;
   std::size_t sweep_cursor_ = 0;  // into the set's per-key rules
   std::array<KeyedMeters*, kMaxBurst + 1> touched_{};  // a burst's rules' tables, and the one swept
