@@ -485,6 +485,7 @@ int main(int argc, char** argv) {
   }
   if (o.max_classifier_entries != 0) engine_options.limits.max_classifier_entries = o.max_classifier_entries;
   if (o.classifier_scan_entries) engine_options.limits.classifier_scan_entries = *o.classifier_scan_entries;
+  engine_options.limits.classifier_exact_hash = !o.classifier_no_hash;
   engine_options.limits.flow_cache_entries = o.flow_cache_entries;
   // NIC steering (dataplane/dpdk/rss.hpp): on when every RX port hashes on address fields that every
   // per-key rule's key holds; then those keys need no handoff.

@@ -47,6 +47,8 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
   --tx-descriptors N    per TX queue (default 1024)
   --max-classifier-entries N   the policy's limit of classifier entries (default 131072)
   --classifier-scan-entries N  up to N entries: compared in order, no trie (default 16; 0: never scanned)
+  --classifier-no-hash  rules that all match the same fields the same way are scanned or put in a trie
+                        like any others, not hashed (for comparison; see the README)
   --flow-cache-entries N  each worker's exact-match flow cache in front of the classifier: N entries of
                         64 B (a power of two, 2 to 16777216; default 0: none; see the README)
   --handoff-ring N      mbufs each ring between two workers holds (default 1024; a power of two)
@@ -176,6 +178,8 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
                  "N  a policy of at most N classifier entries is compared with each packet in rule order, no trie "
                  "(default 16; 0: never scanned)")
       ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{dataplane::kMaxScanEntries}));
+  app.add_flag("--classifier-no-hash", o.classifier_no_hash,
+               "rules of one shape are scanned or put in a trie like any others, not hashed");
   app.add_option("--flow-cache-entries", o.flow_cache_entries,
                  "N  each worker's flow cache in front of the classifier, N entries (default 0: none)")
       ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{dataplane::kMaxFlowCacheEntries}));

@@ -35,6 +35,7 @@ struct DaemonOptions {
   std::uint16_t rx_descriptors = 1024, tx_descriptors = 1024;
   std::uint64_t max_classifier_entries = 0;  // 0: the engine's default
   std::optional<std::uint64_t> classifier_scan_entries;  // none: the engine's default
+  bool classifier_no_hash = false;    // rule sets of one shape scanned or in a trie, not hashed
   std::uint64_t flow_cache_entries = 0;  // each worker's flow cache (a power of two); 0: none
   std::uint32_t handoff_ring = 1024;  // mbufs each ring between two workers holds
   dataplane::PlacementMode placement = dataplane::PlacementMode::keys_by_hash;  // none: a test switch

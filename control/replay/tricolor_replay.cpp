@@ -117,7 +117,7 @@ struct Options {
   std::string max_classifier_entries = std::to_string(kDefaultMaxClassifierEntries);
   std::string classifier_scan_entries = std::to_string(kDefaultScanEntries);
   std::string flow_cache_entries = "0";
-  bool table = false, all_keys = false;
+  bool table = false, all_keys = false, classifier_no_hash = false;
   std::uint64_t demo_seconds = 3, demo_seed = 1;
   std::vector<std::string> changes;  // --change-at N:LINE, in the order given
 };
@@ -185,6 +185,7 @@ int run_program(Options& o) {
   limits.classifier_scan_entries = static_cast<std::size_t>(
       parse_count("--classifier-scan-entries", o.classifier_scan_entries, 0, kMaxScanEntries,
                   "a number of classifier entries"));
+  limits.classifier_exact_hash = !o.classifier_no_hash;
   limits.flow_cache_entries = static_cast<std::size_t>(
       parse_count("--flow-cache-entries", o.flow_cache_entries, 0, kMaxFlowCacheEntries, "a number of flow cache entries"));
   if (limits.flow_cache_entries == 1 || (limits.flow_cache_entries & (limits.flow_cache_entries - 1)) != 0)
@@ -279,6 +280,9 @@ int main(int argc, char** argv) {
   app.add_option("--classifier-scan-entries", o.classifier_scan_entries,
                  "a policy of at most this many classifier entries is compared with each packet in rule order "
                  "instead of put in a trie (default " + std::to_string(kDefaultScanEntries) + "; 0: never scanned)");
+  app.add_flag("--classifier-no-hash", o.classifier_no_hash,
+               "a policy whose rules all match the same fields the same way is scanned or put in a trie like any "
+               "other, not hashed (for comparison; see the README)");
   app.add_option("--flow-cache-entries", o.flow_cache_entries,
                  "an exact-match flow cache of this many entries (a power of two) in front of the classifier, as "
                  "tricolord's workers take it (default 0: none)");

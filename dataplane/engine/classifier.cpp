@@ -430,28 +430,13 @@ Expected<std::unique_ptr<Classifier>> Classifier::build(std::span<const Rule> ru
     const std::size_t limit = std::min<std::size_t>(limits.max_entries, UINT32_MAX);
     if (sizes.total > limit) return over_the_limit(rules, sizes, limit);
 
-    // 2. A few entries: kept flat and scanned, no trie.
+    // 2. Every entry in its flat form, in rule order: what the scan reads and the hash is built from.
     std::unique_ptr<Classifier> c(new Classifier());
     c->entries_ = sizes.total;
-    if (sizes.total != 0 && sizes.total <= limits.scan_entries) {
-      c->scanned_ = true;
-      c->scan4_.reserve(v4.entries);
-      c->scan6_.reserve(v6.entries);
-      for (std::size_t i = 0; i < rules.size(); ++i) {
-        const auto rule = static_cast<std::uint32_t>(i);
-        if (expansions[i].ipv4) expansions[i].for_each_entry([&](auto&&... parts) {
-          c->scan4_.push_back(scan_entry(rules[i].match, rule, false, parts...));
-        });
-        if (expansions[i].ipv6) expansions[i].for_each_entry([&](auto&&... parts) {
-          c->scan6_.push_back(scan_entry(rules[i].match, rule, true, parts...));
-        });
-      }
-      return c;
-    }
-
-    // 3. More entries, all of one shape in each family: a hash table per family, no trie.
-    if (limits.exact_hash && sizes.total != 0) try {
-      std::vector<ScanEntry> entries4, entries6;
+    const bool scan = sizes.total != 0 && sizes.total <= limits.scan_entries;
+    const bool hash = limits.exact_hash && sizes.total != 0;
+    std::vector<ScanEntry> entries4, entries6;
+    if (scan || hash) try {
       entries4.reserve(v4.entries);
       entries6.reserve(v6.entries);
       for (std::size_t i = 0; i < rules.size(); ++i) {
@@ -463,6 +448,22 @@ Expected<std::unique_ptr<Classifier>> Classifier::build(std::span<const Rule> ru
           entries6.push_back(scan_entry(rules[i].match, rule, true, parts...));
         });
       }
+    } catch (const std::bad_alloc&) {
+      return out_of_memory(rules, sizes, scan ? "expanding the rules" : "building the exact-match tables");
+    }
+    const auto scanned = [&] {
+      c->scanned_ = true;
+      c->scan4_ = std::move(entries4);
+      c->scan6_ = std::move(entries6);
+      return std::move(c);
+    };
+    // 3. A few entries are scanned, no trie; but from kHashAheadOfScanEntries entries in a family, a
+    //    set of one shape is hashed instead (a scan's cost grows with the entries it passes, a hash's
+    //    does not).
+    if (scan && !(hash && std::max(entries4.size(), entries6.size()) >= kHashAheadOfScanEntries)) return scanned();
+
+    // 4. All of one shape in each family: a hash table per family, no trie.
+    if (hash) try {
       auto exact4 = ExactMatch::build(entries4, false);
       auto exact6 = ExactMatch::build(entries6, true);
       if ((entries4.empty() || exact4 != nullptr) && (entries6.empty() || exact6 != nullptr)) {
@@ -473,8 +474,9 @@ Expected<std::unique_ptr<Classifier>> Classifier::build(std::span<const Rule> ru
     } catch (const std::bad_alloc&) {
       return out_of_memory(rules, sizes, "building the exact-match tables");
     }
+    if (scan) return scanned();  // a few entries of several shapes
 
-    // 4. The tries, each built aside; the Classifier frees whatever was made if a step fails.
+    // 5. The tries, each built aside; the Classifier frees whatever was made if a step fails.
     if (v4.entries != 0)
       if (auto error = build_family<Acl4Rule>(c->ipv4_, v4, defs4(), rules, expansions, sizes)) return *error;
     if (v6.entries != 0)

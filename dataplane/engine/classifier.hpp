@@ -56,6 +56,11 @@ inline constexpr std::size_t kDefaultMaxClassifierEntries = 131072;
 inline constexpr std::size_t kDefaultScanEntries = 16;
 // An operator may set it from 0 (never scanned) to this: past it a scan is never the faster.
 inline constexpr std::size_t kMaxScanEntries = 256;
+// From this many entries in a family, a rule set of one shape is hashed rather than scanned (unless the
+// hash is off). BM_hash_or_trie/<1 hash, 2 scan>/<rules> (/32 destinations, UDP, a port; 90% of the
+// packets matching one at random), best of three: 1, 2, 4, 8, 16 rules scanned in 4.7, 9.6, 13.5, 20.0,
+// 27.5 ns, hashed in 10.7, 10.7, 10.3, 12.7, 14.2.
+inline constexpr std::size_t kHashAheadOfScanEntries = 4;
 
 struct ClassifierLimits {
   std::size_t max_entries = kDefaultMaxClassifierEntries;  // trie entries of the rule set, both families

@@ -231,7 +231,7 @@ if drop_rule["dropped"]["packets"] != 1:
 # The same with the rules scanned in order instead of put in rte_acl's trie (this policy has more
 # entries than the default scans), and through a flow cache in front of the trie, of 2 entries (every
 # flow shares them) and of 8192 (it holds every flow): the same bytes in every output.
-for variant, options in [("scanned", ["--classifier-scan-entries", "256"]),
+for variant, options in [("scanned", ["--classifier-scan-entries", "256", "--classifier-no-hash"]),
                          ("cache2", ["--flow-cache-entries", "2"]),
                          ("cache8192", ["--flow-cache-entries", "8192"])]:
     other = {name: path + "." + variant for name, path in dict(outputs, out=out_pcap).items()}
@@ -254,7 +254,7 @@ one_shape_policy = os.path.join(work, "one-shape.policy")
 with open(one_shape_policy, "w") as f:
     f.write(ONE_SHAPE)
 shape_runs = {}
-for variant, options in [("hashed", []), ("scanned", ["--classifier-scan-entries", "256"])]:
+for variant, options in [("hashed", []), ("scanned", ["--classifier-scan-entries", "256", "--classifier-no-hash"])]:
     files = {name: os.path.join(work, f"one-shape.{variant}.{name}") for name in ("out", "csv", "json")}
     run = subprocess.run([replay, "--policy", one_shape_policy, "--in", in_pcap, "--out", files["out"], "--csv",
                           files["csv"], "--json", files["json"], *options], capture_output=True, text=True)

@@ -209,10 +209,14 @@ TEST(ClassifierScanned, AgreesWithTheScanOnRepeatedOverlappingAndAdjacentValues)
   agrees_with_the_scan(7, true, SIZE_MAX);
 }
 
-// By default a rule set of up to kDefaultScanEntries entries is scanned, a bigger one goes in the trie.
+// By default a rule set of up to kDefaultScanEntries entries is scanned, a bigger one goes in the trie
+// (rules of several shapes: the hash cannot take them).
 TEST(ClassifierScanned, ByDefaultOnlyAFewEntriesAreScanned) {
-  std::vector<Rule> rules(kDefaultScanEntries / 2);  // no prefix: each rule is one entry in each family
-  for (std::size_t i = 0; i < rules.size(); ++i) rules[i].name = "r" + std::to_string(i);
+  std::vector<Rule> rules(kDefaultScanEntries / 2);  // each rule one entry in each family
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    rules[i].name = "r" + std::to_string(i);
+    if (i % 2 == 1) rules[i].match.dst_ports = {{static_cast<std::uint16_t>(i), static_cast<std::uint16_t>(i)}};
+  }
   auto few = Classifier::build(rules);
   ASSERT_TRUE(few.ok());
   EXPECT_EQ((*few)->entries(), kDefaultScanEntries);
@@ -222,6 +226,7 @@ TEST(ClassifierScanned, ByDefaultOnlyAFewEntriesAreScanned) {
   auto more = Classifier::build(rules);
   ASSERT_TRUE(more.ok());
   EXPECT_FALSE((*more)->scanned());
+  EXPECT_FALSE((*more)->hashed());
 }
 
 TEST(Classifier, EmptyRuleSetMatchesNothing) {
@@ -523,6 +528,30 @@ TEST(ClassifierHashed, ARuleOfAnotherShapeTakesTheTrie) {
     ASSERT_TRUE(mixed.ok());
     EXPECT_FALSE((*mixed)->hashed()) << change;
   }
+}
+
+// Within the scan's limit, rules of one shape are scanned up to kHashAheadOfScanEntries entries in a
+// family and hashed from there; with the hash off they are scanned.
+TEST(ClassifierScanned, OneShapeFromAFewEntriesOnIsHashed) {
+  std::vector<Rule> rules;
+  for (std::size_t i = 0; i < kHashAheadOfScanEntries; ++i) {
+    Rule r;
+    r.name = "r" + std::to_string(i);
+    r.match.dst = ipv4_prefix(static_cast<std::uint8_t>(i), 32);
+    r.match.dst_ports = {{53, 53}};
+    rules.push_back(r);
+    auto c = Classifier::build(rules);
+    ASSERT_TRUE(c.ok());
+    const bool hashed = rules.size() >= kHashAheadOfScanEntries;
+    EXPECT_EQ((*c)->hashed(), hashed) << rules.size() << " rules";
+    EXPECT_EQ((*c)->scanned(), !hashed) << rules.size() << " rules";
+  }
+  ClassifierLimits no_hash;
+  no_hash.exact_hash = false;
+  auto scanned = Classifier::build(rules, no_hash);
+  ASSERT_TRUE(scanned.ok());
+  EXPECT_TRUE((*scanned)->scanned());
+  EXPECT_FALSE((*scanned)->hashed());
 }
 
 }  // namespace
