@@ -2,6 +2,8 @@
 //   tricolorctl [--socket PATH] [--json] COMMAND...     one command, e.g. tricolorctl rule change web profile silver
 //   tricolorctl load FILE                               a whole policy, installed whole or not at all
 //   tricolorctl save FILE                               the running policy, written here as the user who runs this
+//   tricolorctl reload                                  tricolord's own policy file read again (as SIGHUP)
+//   tricolorctl version                                 this client's version and the daemon's
 //   tricolorctl                                         an interactive shell (stdin a terminal), or the
 //                                                       commands of stdin one a line (tricolorctl < script)
 //   tricolorctl top [--rule NAME] [--sort COLUMN] ...   live rates per rule (or per key) and color
@@ -66,6 +68,7 @@ int main(int argc, char** argv) {
   bool keep_going = false;
   bool prometheus = false;
   std::vector<std::string> words;
+  app.set_version_flag("--version", "tricolorctl " TRICOLOR_VERSION, "this client's version (`tricolorctl version`: the daemon's too)");
   app.add_option("--socket", socket_path, "tricolord's control socket (default /run/tricolor/tricolor.sock)");
   app.add_flag("--json", json, "print replies as JSON (for scripts); with top, one JSON object per refresh");
   app.add_option("--timeout", timeout_s, "seconds to wait for a reply, 0.001 to 86400 (default 30)");
@@ -74,8 +77,8 @@ int main(int argc, char** argv) {
   app.add_flag("--keep-going", keep_going,
                "commands from stdin: go on after a refused command (the exit status is still 2)");
   app.add_option("command", words, "a command of the language (rule list, rule change NAME ...), ping, version, "
-                                    "stats, names, key list RULE, reset counters, save FILE, load FILE, or top; "
-                                    "none: the shell");
+                                    "stats, names, key list RULE, reset counters, save FILE, load FILE, reload "
+                                    "(the daemon's policy file read again), or top; none: the shell");
   // top's options sit on the main parser: a subcommand would take the word `top` anywhere on the line,
   // and a rule may be named top (`tricolorctl rule show top`).
   TopOptions top;
@@ -128,6 +131,8 @@ int main(int argc, char** argv) {
   // whatever the daemon's state.
   auto request = request_for_words(words, json);
   if (!request) return usage(request.error().message);
+  // `version`: this client's, then the daemon's (as text; --json prints the daemon's reply alone).
+  if (words.size() == 1 && words.front() == "version" && !json) std::cout << "tricolorctl " TRICOLOR_VERSION "\n" << std::flush;
   auto client = CtlClient::connect(socket_path);
   if (!client) return unreachable(client.error().message);
   return send_and_print(*client, *request, PrintOptions{.json = json, .timeout = timeout, .where = "", .gone = ""}, std::cout, std::cerr);

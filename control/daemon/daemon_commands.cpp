@@ -14,6 +14,7 @@
 
 #include "control/language/language.hpp"
 #include "control/language/language_internal.hpp"
+#include "control/language/policy_file.hpp"
 #include "control/language/words.hpp"
 #include "dataplane/engine/key_query.hpp"
 #include "dataplane/engine/keys.hpp"
@@ -175,9 +176,10 @@ protocol::Reply ok(std::string output, std::string result_json = {}) {
 
 }  // namespace
 
-DaemonCommands::DaemonCommands(dataplane::Engine& engine, std::string source, Log audit, Snapshot snapshot)
+DaemonCommands::DaemonCommands(dataplane::Engine& engine, std::string policy_path, Log audit, Snapshot snapshot)
     : engine_(engine),
-      source_(std::move(source)),
+      policy_path_(std::move(policy_path)),
+      source_("file " + quote(policy_path_, kQuotePathMaxBytes)),
       started_at_(std::chrono::system_clock::now()),
       loaded_at_(started_at_),
       audit_(std::move(audit)),
@@ -195,7 +197,7 @@ protocol::Reply DaemonCommands::handle(const protocol::Request& request, const P
   const auto words = words_of(line);
   const std::string_view verb = words.empty() ? std::string_view() : words[0].text;
   // The daemon's commands without arguments take none: a word more is a mistake worth saying.
-  if ((verb == "ping" || verb == "version" || verb == "names") && words.size() > 1)
+  if ((verb == "ping" || verb == "version" || verb == "names" || verb == "reload") && words.size() > 1)
     return refused_at(std::string(verb) + ": takes nothing after it", words[1]);
   if (verb == "ping") return ok("pong");
   if (verb == "version") {
@@ -208,12 +210,13 @@ protocol::Reply DaemonCommands::handle(const protocol::Request& request, const P
               request.json ? version.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : std::string());
   }
   if (verb == "names") return names(request.json);
+  if (verb == "reload") return reload(who(peer));
   if (verb == "stats") return stats(line, request.json);
   if (verb == "key") return keys(line, request.json);
   if (verb == "reset") {
     if (words.size() != 2 || words[1].text != "counters")
       return refuse(line, Error{std::string(words[words.size() > 1 ? 1 : 0].text), "reset: expected `reset counters`"},
-                    line, peer);
+                    line, who(peer));
     baseline_ = snapshot_(dataplane::kReportAll);
     reset_at_ = std::chrono::system_clock::now();
     audit_(who(peer) + ": reset the counters");
@@ -233,10 +236,10 @@ protocol::Reply DaemonCommands::handle(const protocol::Request& request, const P
       return refused_at("load: the policy's text goes in the request's \"text\", not after `load` (tricolorctl load FILE "
                         "reads the file and sends it)",
                         words[1]);
-    if (!request.text) return refuse(line, Error{"load", "load: the policy's text goes in the request's \"text\""}, line, peer);
+    if (!request.text) return refuse(line, Error{"load", "load: the policy's text goes in the request's \"text\""}, line, who(peer));
     auto next = control::load(*request.text);
-    if (!next) return refuse("", next.error(), "load", peer);
-    auto reply = install(std::move(*next), "load", peer);
+    if (!next) return refuse("", next.error(), "load", who(peer));
+    auto reply = install(std::move(*next), "load", who(peer));
     if (reply.ok) source_ = "the control socket (load, " + who(peer) + ")";
     return reply;
   }
@@ -251,22 +254,51 @@ protocol::Reply DaemonCommands::handle(const protocol::Request& request, const P
                   Error{std::string(verb), quote(verb) + ": unknown command; expected " +
                                                std::string(detail::kExpectCommand) + " (the language) or " + daemon +
                                                " (the daemon)"},
-                  line, peer);
+                  line, who(peer));
   }
   dataplane::Policy next = engine_.policy();
   auto output = control::execute(next, line);
-  if (!output) return refuse(line, output.error(), line, peer);
+  if (!output) return refuse(line, output.error(), line, who(peer));
   if (next == engine_.policy()) return ok(std::move(*output));  // list, show, or no change
-  auto reply = install(std::move(next), line, peer);
+  auto reply = install(std::move(next), line, who(peer));
   if (reply.ok) reply.output = std::move(*output);
   return reply;
 }
 
-protocol::Reply DaemonCommands::install(dataplane::Policy next, const std::string& what, const Peer& peer) {
+protocol::Reply DaemonCommands::reload(const std::string& by) {
+  const std::string what = "reload " + policy_path_;
+  auto text = read_policy_file(policy_path_);
+  if (!text) return refuse("", text.error(), what, by);
+  auto next = control::load(*text);
+  if (!next) {
+    Error error = next.error();
+    error.message = source_of_file() + ": " + error.message + "; the running policy is unchanged";
+    return refuse("", error, what, by);
+  }
+  if (*next == engine_.policy()) {
+    source_ = source_of_file();
+    audit_(by + ": " + what + ": the same policy as running, nothing to install");
+    return ok(source_of_file() + ": the same policy as running; nothing changed",
+              dump({{"generation", engine_.generation()}, {"changed", false}}));
+  }
+  auto reply = install(std::move(*next), what, by);
+  if (!reply.ok) {
+    reply.error.message += "; the running policy is unchanged";
+    return reply;
+  }
+  source_ = source_of_file();
+  reply.output = source_of_file() + ": installed, rule set generation " + std::to_string(engine_.generation());
+  reply.result_json = dump({{"generation", engine_.generation()}, {"changed", true}});
+  return reply;
+}
+
+std::string DaemonCommands::source_of_file() const { return "file " + quote(policy_path_, kQuotePathMaxBytes); }
+
+protocol::Reply DaemonCommands::install(dataplane::Policy next, const std::string& what, const std::string& by) {
   auto installed = engine_.update(next);
-  if (!installed) return refuse("", installed.error(), what, peer);
+  if (!installed) return refuse("", installed.error(), what, by);
   loaded_at_ = std::chrono::system_clock::now();
-  audit_(who(peer) + ": accepted: " + quote(what, 200) + " (rule set generation " +
+  audit_(by + ": accepted: " + quote(what, 200) + " (rule set generation " +
          std::to_string(engine_.generation()) + ")");
   // The generation lets a client see the change take effect: each worker's `generation_seen` in
   // `stats workers` reaches it at the worker's first burst under the new set.
@@ -446,8 +478,8 @@ protocol::Reply DaemonCommands::keys(const std::string& line, bool json) {
 }
 
 protocol::Reply DaemonCommands::refuse(const std::string& line, const Error& error, const std::string& what,
-                                       const Peer& peer) {
-  audit_(who(peer) + ": refused: " + quote(what, 200) + ": " + error.message);
+                                       const std::string& by) {
+  audit_(by + ": refused: " + quote(what, 200) + ": " + error.message);
   std::optional<std::size_t> column;
   if (!line.empty() && !error.subject.empty())
     if (const auto at = line.find(error.subject); at != std::string::npos) column = at + 1;

@@ -18,6 +18,8 @@
 //   key show RULE KEY       one key (as `key list` prints it, or any address inside its prefix): its
 //                           worker, its buckets' levels at its latest packet, its counters
 //   load (text inline)      a whole policy: loaded, then installed, or nothing changes
+//   reload                  the daemon's own policy file (--policy) read again and installed as `load`
+//                           installs a policy, or nothing changes (SIGHUP does the same)
 //   save                    the running policy's text, as `show` prints it (it loads back to the same
 //                           state), and its counts in "result": tricolorctl writes it to the file the
 //                           operator names, as that operator; the daemon writes no file
@@ -48,23 +50,31 @@ class DaemonCommands {
   // The counters now: the blocks asked for (dataplane::ReportSection), or all.
   using Snapshot = std::function<dataplane::DaemonSnapshot(unsigned sections)>;
 
-  DaemonCommands(dataplane::Engine& engine, std::string source, Log audit, Snapshot snapshot);
+  // policy_path: the daemon's policy file, which `reload` reads again.
+  DaemonCommands(dataplane::Engine& engine, std::string policy_path, Log audit, Snapshot snapshot);
 
   protocol::Reply handle(const protocol::Request& request, const Peer& peer);
+
+  // The policy file read again and installed whole, or nothing changes: for `reload` and SIGHUP. `by`
+  // says who asked, for the audit log ("uid 0 pid 42", "SIGHUP"). The reply's output says what was
+  // done; its error, what was wrong (the file's line and token).
+  protocol::Reply reload(const std::string& by);
 
   // The version, the start, and when the running policy was installed (the metrics' facts).
   DaemonFacts facts() const;
 
  private:
-  protocol::Reply install(dataplane::Policy next, const std::string& what, const Peer& peer);
-  protocol::Reply refuse(const std::string& line, const Error& error, const std::string& what, const Peer& peer);
+  protocol::Reply install(dataplane::Policy next, const std::string& what, const std::string& by);
+  protocol::Reply refuse(const std::string& line, const Error& error, const std::string& what, const std::string& by);
   protocol::Reply save() const;
+  std::string source_of_file() const;  // "file '/etc/tricolor/policy'"
   protocol::Reply stats(const std::string& line, bool json);
   protocol::Reply keys(const std::string& line, bool json);
   protocol::Reply names(bool json) const;
 
   dataplane::Engine& engine_;
-  std::string source_;  // where the running policy came from
+  std::string policy_path_;  // the daemon's policy file
+  std::string source_;       // where the running policy came from
   std::chrono::system_clock::time_point started_at_;
   std::chrono::system_clock::time_point loaded_at_;  // the running policy's installation
   Log audit_;

@@ -38,8 +38,8 @@ namespace tricolor::control::protocol {
 
 // The daemon's own commands, besides the command language's (control/daemon/daemon_commands.hpp says what
 // each does): one list for the daemon and tricolorctl's completion.
-inline constexpr std::string_view kDaemonCommands[] = {"key",     "stats", "reset", "ping",
-                                                       "version", "names", "save",  "load"};
+inline constexpr std::string_view kDaemonCommands[] = {"key",   "stats", "reset", "ping",  "version",
+                                                       "names", "save",  "load",  "reload"};
 
 inline constexpr std::size_t kHeaderBytes = 4;
 inline constexpr std::uint32_t kMaxRequestFrameBytes = (128u << 20) + (64u << 10);

@@ -1,7 +1,9 @@
 // tricolord: the poll-mode daemon. It reads the policy (before the EAL or any port is touched), starts
 // DPDK and the ports, runs one of the engine's workers on each worker lcore (dataplane/dpdk/forwarder.hpp)
 // and stays on the main lcore as the control side: it keeps the key tables' pools and frees retired
-// rule sets (Engine::maintain), prints counters, and stops at SIGINT, SIGTERM or --duration.
+// rule sets (Engine::maintain), prints counters, reloads its policy file at SIGHUP, and stops at SIGINT,
+// SIGTERM or --duration. Under systemd (Type=notify) it tells the service manager when it is ready,
+// reloading or stopping, and pings its watchdog from the control loop (service_notify.hpp).
 //
 // Order of work, and why: options, then the policy (a bad one costs nothing to refuse), then the EAL,
 // the engine (it needs the EAL's memory), the mbuf pool, the ports and the rings between workers; at
@@ -39,6 +41,7 @@
 #include "control/telemetry/control_calls.hpp"
 #include "control/daemon/control_server.hpp"
 #include "control/daemon/daemon_commands.hpp"
+#include "control/daemon/service_notify.hpp"
 #include "control/language/language.hpp"
 #include "control/telemetry/metrics_server.hpp"
 #include "control/language/policy_file.hpp"
@@ -61,19 +64,23 @@ using namespace tricolor;
 using namespace tricolor::dataplane;
 using control::DaemonOptions;
 
-std::atomic<bool> g_stop_requested{false};  // set by the signal handler
-std::atomic<unsigned> g_ignored_signals{0};  // a bit per signal ignored, said by the control loop
-StopState g_worker_stop;                    // read by the workers
+std::atomic<bool> g_stop_requested{false};    // set by the signal handler
+std::atomic<bool> g_reload_requested{false};  // SIGHUP: the control loop reloads the policy file
+std::atomic<unsigned> g_ignored_signals{0};   // a bit per signal ignored, said by the control loop
+StopState g_worker_stop;                      // read by the workers
+control::ServiceNotifier g_service;           // the service manager, when under systemd (else silent)
 
 extern "C" void on_stop_signal(int) { g_stop_requested.store(true, std::memory_order_relaxed); }
+extern "C" void on_reload_signal(int) { g_reload_requested.store(true, std::memory_order_relaxed); }
 extern "C" void on_ignored_signal(int signal) {
   g_ignored_signals.fetch_or(1u << signal, std::memory_order_relaxed);
 }
 
 // Signals whose default would end the daemon without its final counters and leave its socket and
-// runtime files behind: INT and TERM stop it cleanly; these are ignored and said (SIGHUP does not
-// reload the policy: `tricolorctl load` does); PIPE is ignored silently (a client that went away).
-constexpr int kIgnoredSignals[] = {SIGHUP, SIGUSR1, SIGUSR2, SIGALRM};
+// runtime files behind: INT and TERM stop it cleanly, HUP reloads the policy file (every daemon's
+// reload, systemd's ExecReload); these are ignored and said; PIPE is ignored silently (a client that
+// went away).
+constexpr int kIgnoredSignals[] = {SIGUSR1, SIGUSR2, SIGALRM};
 
 void install_signal_handlers() {
   struct sigaction action {};
@@ -81,6 +88,8 @@ void install_signal_handlers() {
   action.sa_handler = on_stop_signal;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  action.sa_handler = on_reload_signal;
+  sigaction(SIGHUP, &action, nullptr);
   action.sa_handler = on_ignored_signal;
   for (const int signal : kIgnoredSignals) sigaction(signal, &action, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
@@ -90,15 +99,22 @@ void say_ignored_signals() {
   const unsigned seen = g_ignored_signals.exchange(0, std::memory_order_relaxed);
   for (const int signal : kIgnoredSignals)
     if ((seen & (1u << signal)) != 0)
-      std::cerr << "tricolord: SIG" << sigabbrev_np(signal) << " received: ignored (SIGINT or SIGTERM stops"
-                << (signal == SIGHUP ? "; `tricolorctl load FILE` replaces the policy" : "") << ")" << std::endl;
+      std::cerr << "tricolord: SIG" << sigabbrev_np(signal)
+                << " received: ignored (SIGINT or SIGTERM stops; SIGHUP reloads the policy file)" << std::endl;
 }
 
 void say(const std::string& message) { std::cerr << "tricolord: " << message << std::endl; }
 
+// A start that cannot go on: thrown to main, so that what the daemon made so far (its socket file, the
+// metrics listener, the engine) is undone by the destructors on the way out; its status is the exit's.
+struct StartFailure {
+  int status;
+};
+
 [[noreturn]] void fail(int status, const std::string& message) {
   say(message);
-  std::exit(status);
+  g_service.status("failed: " + message);
+  throw StartFailure{status};
 }
 
 // The engine's heap besides the mbufs: the classifier's build and tables and the key tables' indexes.
@@ -372,10 +388,11 @@ Expected<int> open_audit_log(const std::string& path) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   install_signal_handlers();  // first: from now on INT and TERM stop cleanly, HUP and the like do not kill
   auto parsed = control::parse_command_line(argc, argv);
   if (!parsed.options) return parsed.exit_status;
+  g_service = control::ServiceNotifier::from_environment();
   DaemonOptions& o = *parsed.options;
 
   // The policy first: refused before the EAL or any port is touched.
@@ -602,7 +619,13 @@ int main(int argc, char** argv) {
       fail(control::kExitRuntime, "cannot start worker " + std::to_string(w) + " on lcore " +
                                       std::to_string(worker_lcores[w]) + ": " + rte_strerror(-rc));
     }
-  say("running; SIGINT or SIGTERM stops");
+  say("running; SIGINT or SIGTERM stops, SIGHUP reloads the policy file");
+  const auto service_status = [&] {
+    return std::to_string((*engine)->policy().rules.size()) + " rules (generation " +
+           std::to_string((*engine)->generation()) + "), " + std::to_string(workers) +
+           (workers == 1 ? " worker, " : " workers, ") + std::to_string(ports.size()) +
+           (ports.size() == 1 ? " port; socket " : " ports; socket ") + o.socket_path;
+  };
 
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at).count(); };
   auto snapshot = [&](unsigned sections = kReportAll) {
@@ -613,7 +636,7 @@ int main(int argc, char** argv) {
   };
   DaemonSnapshot previous = snapshot();
   double next_stats = o.stats_interval_s;
-  control::DaemonCommands commands(**engine, "file " + quote(o.policy_path, kQuotePathMaxBytes), audit, snapshot);
+  control::DaemonCommands commands(**engine, o.policy_path, audit, snapshot);
   const auto handle = [&](const control::protocol::Request& r, const control::Peer& p) { return commands.handle(r, p); };
   say("control socket: " + o.socket_path);
   metrics_source = [&] { return std::pair{snapshot(), commands.facts()}; };
@@ -623,11 +646,24 @@ int main(int argc, char** argv) {
   }
   const control::TelemetrySources telemetry{&control_calls, engine->get(), snapshot, [&] { return commands.facts(); }};
   control::register_telemetry_endpoints(telemetry);
+  // Ready: the ports forward, the socket answers (systemd starts what is ordered after the unit now).
+  g_service.ready("forwarding: " + service_status());
   while (!g_stop_requested.load(std::memory_order_relaxed)) {
     (*server)->poll(kControlPeriod, handle);  // waits up to a period for requests, answers them
     control_calls.run_pending();              // scrapes and telemetry requests
     (*engine)->maintain();
+    g_service.watchdog(std::chrono::steady_clock::now());  // the control loop turns: systemd's watchdog fed
     say_ignored_signals();
+    if (g_reload_requested.exchange(false, std::memory_order_relaxed)) {
+      // SIGHUP: the policy file again, whole or not at all, as `tricolorctl reload`; systemd is told
+      // RELOADING=1 and then READY=1 (Debian 12's systemd 252 has no Type=notify-reload to do it).
+      g_service.reloading("reloading " + o.policy_path);
+      const control::protocol::Reply reply = commands.reload("SIGHUP");
+      say("SIGHUP: " + (reply.ok ? reply.output : "reload refused: " + reply.error.message));
+      g_service.ready(reply.ok ? "forwarding: " + service_status()
+                               : "forwarding: " + service_status() + "; the last reload was refused: " +
+                                     reply.error.message);
+    }
     const double now = elapsed();
     if (o.duration_s > 0 && now >= o.duration_s) break;
     if (o.stats_interval_s > 0 && now >= next_stats) {
@@ -643,6 +679,7 @@ int main(int argc, char** argv) {
   // then the counters, then the ports. A packet passed on at the very end (placed again under a newer
   // rule set) may remain in a ring: freed and counted.
   const auto stopping_at = std::chrono::steady_clock::now();
+  g_service.stopping("stopping: the workers finish their bursts, then the final counters");
   control_calls.close();  // scrapes and telemetry requests from now on are told the daemon is stopping
   control::unregister_telemetry_endpoints();
   metrics.reset();
@@ -670,4 +707,12 @@ int main(int argc, char** argv) {
   rte_eal_cleanup();
   if (audit_fd >= 0) ::close(audit_fd);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const StartFailure& failure) {
+    return failure.status;  // said by fail(); what was made is undone on the way here
+  }
 }

@@ -66,6 +66,7 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
                         by key, as a NIC steering by RSS delivers them (no handoff); inexact otherwise
   --stamp-generation    for tests only: write into each forwarded IPv4 packet's identification field the
                         low 16 bits of the rule set generation it was metered under (alters packets)
+  --version             the version, and nothing else
   -h, --help            this text
 )";
 
@@ -130,7 +131,7 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   if (separator < 0) {
     // Without `--` only a request for help makes sense: everything else is the daemon's part misplaced.
     for (int i = 1; i < argc; ++i) app_args.push_back(argv[i]);
-    const bool help = app_args.size() == 1 && (app_args[0] == "--help" || app_args[0] == "-h");
+    const bool help = app_args.size() == 1 && (app_args[0] == "--help" || app_args[0] == "-h" || app_args[0] == "--version");
     if (!help) {
       result.exit_status = usage_error(argc == 1 ? "no options: at least -- --policy FILE is needed"
                                                  : "tricolord's own options go after `--` (EAL options before it)");
@@ -143,10 +144,11 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
 
   CLI::App app{"tricolord"};
   app.set_help_flag();  // help is ours (it covers the EAL's part too)
-  bool help = false;
+  bool help = false, version = false;
   std::string clock = "tsc";
   std::vector<std::string> pairs, one_armed;
   app.add_flag("-h,--help", help, "this text");
+  app.add_flag("--version", version, "the version");
   app.add_option("--policy", o.policy_path, "the policy file read at startup (the command language)");
   app.add_option("--pair", pairs, "A:B  forward between ports A and B, both ways (repeatable)");
   app.add_option("--one-armed", one_armed, "P  packets leave by the port they came in on (repeatable)");
@@ -192,6 +194,10 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   }
   if (help) {
     std::cout << help_text();
+    return result;
+  }
+  if (version) {
+    std::cout << "tricolord " TRICOLOR_VERSION "\n";
     return result;
   }
   if (o.policy_path.empty()) {

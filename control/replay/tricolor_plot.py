@@ -11,6 +11,7 @@ import csv
 import sys
 from fractions import Fraction
 
+VERSION = "0.1.0"  # meson.build's project version (tests/control/daemon/service_test.py compares them)
 COLORS = ("green", "yellow", "red")
 FILL = {"green": "#2ca02c", "yellow": "#f0c020", "red": "#d62728"}
 NEEDED = ("rule", "out_color", "time_ns", "frame_bytes", "metered_bytes")
@@ -170,6 +171,7 @@ def draw(rates, first, interval, unit, columns, title, labels, output):
 
 def main():
     parser = Parser(prog="tricolor-plot", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"tricolor-plot {VERSION}")
     parser.add_argument("csv", help="a CSV written by tricolor-replay --csv")
     parser.add_argument("-o", "--output", help="the picture to write: .png, .svg or .pdf")
     parser.add_argument("--rule", action="append", help="draw this rule (repeatable; default: every rule, in order)")

@@ -290,6 +290,7 @@ int main(int argc, char** argv) {
                  "INDEX:COMMAND  a live change: the command (e.g. 'rule change web profile silver') applied before "
                  "packet INDEX (from 0), as tricolord applies one at its first burst under the new rule set (repeatable, "
                  "in packet order)");
+  app.set_version_flag("--version", "tricolor-replay " TRICOLOR_VERSION);
   app.add_flag("--table", o.table, "print the per-rule table on stdout (the default when no output is asked for)");
   app.add_option("--demo", o.demo_dir,
                  "generate an example capture and policy into DIR, replay them with every output in DIR, print the table");
