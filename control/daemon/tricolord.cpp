@@ -451,10 +451,18 @@ int run(int argc, char** argv) {
     metrics = std::move(*bound);
   }
 
+  // Captures that net_pcap ports replay from memory (infinite_rx=1) hold an mbuf a packet for as long
+  // as they run: counted now, so that the pool is sized for them, or a --mbufs too small for them is
+  // refused in our words before any port is set up.
+  auto captures = control::replayed_captures(o.eal_args, RTE_MBUF_DEFAULT_DATAROOM);
+  if (!captures) fail(control::kExitUsage, captures.error().message);
+  std::uint64_t capture_mbufs = 0;
+  for (const control::ReplayedCapture& c : *captures) capture_mbufs += c.mbufs;
+
   // DPDK's log goes to standard error: standard output carries the counters (and JSON with --json).
   rte_openlog_stream(stderr);
   const std::uint64_t pool_mb_guess =
-      (o.mbufs != 0 ? o.mbufs : 65536) * kMbufBytes / (1 << 20);  // before the ports are known
+      (o.mbufs != 0 ? o.mbufs : 65536 + capture_mbufs) * kMbufBytes / (1 << 20);  // before the ports are known
   const std::string memory = control::choose_memory(o, kEngineHeapMb + pool_mb_guess);
   std::vector<char*> eal_argv;
   for (std::string& arg : o.eal_args) eal_argv.push_back(arg.data());
@@ -539,8 +547,23 @@ int run(int argc, char** argv) {
   port_options.queues = static_cast<std::uint16_t>(workers);
   if (steering.enabled) port_options.steering = &steering;
   const std::uint64_t handoff_slots = workers > 1 ? std::uint64_t{workers} * (workers - 1) * o.handoff_ring : 0;
+  // What the captures hold is certain; the queues of virtual ports (net_pcap's have no descriptors)
+  // may take far less than a NIC's, so only the captures and the workers' bursts are required here.
+  const std::uint64_t least = capture_mbufs + 2 * ports.size() * std::uint64_t{rte_lcore_count()} * Forwarder::kBurst;
+  if (o.mbufs != 0 && capture_mbufs != 0 && o.mbufs < least) {
+    std::string held;
+    for (const control::ReplayedCapture& c : *captures)
+      held += (held.empty() ? "" : ", ") + c.port + "'s capture " + quote(c.path, kQuotePathMaxBytes) + " holds " +
+              std::to_string(c.mbufs);
+    fail(control::kExitUsage,
+         "--mbufs " + std::to_string(o.mbufs) + " is too few: infinite_rx keeps every packet of a capture in an mbuf "
+         "for as long as the port runs (" + held + "), and the workers' bursts need theirs: give at least " +
+             std::to_string(least) + " (the ports' queues want more: " +
+             std::to_string(mbufs_needed(ports, port_options, rte_lcore_count(), handoff_slots + capture_mbufs)) +
+             " is what the daemon takes without --mbufs), or leave --mbufs out");
+  }
   const std::uint32_t mbufs =
-      o.mbufs != 0 ? o.mbufs : mbufs_needed(ports, port_options, rte_lcore_count(), handoff_slots);
+      o.mbufs != 0 ? o.mbufs : mbufs_needed(ports, port_options, rte_lcore_count(), handoff_slots + capture_mbufs);
   const int socket = port_socket(ports.front());
   auto pool = make_mbuf_pool(mbufs, socket, ports);
   if (!pool) fail(control::kExitRuntime, pool.error().message + " (--mbufs sets the size)");

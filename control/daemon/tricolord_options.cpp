@@ -10,6 +10,7 @@
 
 #include "dataplane/engine/classifier.hpp"
 #include "dataplane/engine/flow_cache.hpp"
+#include "dataplane/replay/capture.hpp"
 #include "policer/quote.hpp"
 
 namespace tricolor::control {
@@ -281,6 +282,34 @@ std::vector<RequestedPort> requested_vdev_ports(const std::vector<std::string>& 
     if (name.rfind("net_", 0) == 0 || name.rfind("eth_", 0) == 0) ports.push_back({devargs, name});
   }
   return ports;
+}
+
+Expected<std::vector<ReplayedCapture>> replayed_captures(const std::vector<std::string>& eal_args,
+                                                         std::uint32_t mbuf_data_room) {
+  std::vector<ReplayedCapture> captures;
+  for (const RequestedPort& port : requested_vdev_ports(eal_args)) {
+    if (port.name.rfind("net_pcap", 0) != 0 && port.name.rfind("eth_pcap", 0) != 0) continue;
+    std::vector<std::string> rx_pcaps;
+    bool infinite = false;
+    std::string_view rest = port.devargs;
+    while (!rest.empty()) {
+      const std::string_view item = rest.substr(0, rest.find(','));
+      rest.remove_prefix(std::min(rest.size(), item.size() + 1));
+      if (item.rfind("rx_pcap=", 0) == 0) rx_pcaps.emplace_back(item.substr(8));
+      if (item == "infinite_rx=1") infinite = true;
+    }
+    if (!infinite) continue;
+    for (const std::string& path : rx_pcaps) {
+      auto reader = dataplane::CaptureReader::open(path);
+      if (!reader) return Error{"vdev", "--vdev " + port.name + ": " + reader.error().message};
+      ReplayedCapture capture{port.name, path, 0};
+      dataplane::CaptureRecord record;
+      while ((*reader)->next(record))
+        capture.mbufs += std::max<std::uint64_t>(1, (record.data.size() + mbuf_data_room - 1) / mbuf_data_room);
+      captures.push_back(std::move(capture));
+    }
+  }
+  return captures;
 }
 
 std::string choose_memory(DaemonOptions& options, std::uint64_t heap_mb) {

@@ -66,6 +66,19 @@ struct RequestedPort {
 };
 std::vector<RequestedPort> requested_vdev_ports(const std::vector<std::string>& eal_args);
 
+// A capture a net_pcap port replays with infinite_rx=1: the PMD copies every packet of it into mbufs
+// of the daemon's pool when its RX queue is set up and keeps them as long as the port runs (one mbuf a
+// packet; a frame longer than an mbuf's data room takes several).
+struct ReplayedCapture {
+  std::string port;        // the --vdev's name, e.g. net_pcap0
+  std::string path;        // its rx_pcap=
+  std::uint64_t mbufs = 0;  // what its packets hold
+};
+// Each rx_pcap= of each net_pcap --vdev with infinite_rx=1, counted (read once, before the EAL starts);
+// an error names the port and the capture that cannot be read.
+Expected<std::vector<ReplayedCapture>> replayed_captures(const std::vector<std::string>& eal_args,
+                                                         std::uint32_t mbuf_data_room);
+
 // Huge pages: the EAL uses them when hugetlbfs is mounted and pages are free. Otherwise `--no-huge`
 // and `-m` (the heap the mbufs and the engine need) are added, unless the operator chose. Returns a
 // sentence for the operator saying which.

@@ -65,7 +65,7 @@ bool port_exists(const std::string& name) {
 int port_socket(std::uint16_t port) { return std::max(rte_eth_dev_socket_id(port), 0); }
 
 std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptions& options, unsigned lcores,
-                           std::uint64_t handoff_slots) {
+                           std::uint64_t held) {
   std::uint64_t rings = 0;
   for (std::uint16_t port : ports) {
     std::uint64_t rx = options.rx_descriptors, tx = options.tx_descriptors;
@@ -79,7 +79,7 @@ std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptio
   // In flight: each worker's receive burst per port and its transmit copy; the caches hold the rest.
   const std::uint64_t in_flight = 2 * ports.size() * std::uint64_t{lcores} * Forwarder::kBurst;
   const std::uint64_t caches = std::uint64_t{lcores} * kMbufCache * 3 / 2;  // a cache can exceed its size by half
-  const std::uint64_t total = rings + in_flight + caches + handoff_slots;
+  const std::uint64_t total = rings + in_flight + caches + held;
   // A power of two minus one is rte_mempool's most efficient size.
   std::uint64_t size = 1;
   while (size - 1 < total) size <<= 1;

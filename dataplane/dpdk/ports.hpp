@@ -61,9 +61,10 @@ int port_socket(std::uint16_t port);  // its NUMA socket, 0 when it does not say
 
 // The mbuf pool for `ports`, each with up to options.queues RX and TX queues of the given sizes (or
 // what its driver holds instead: net_af_xdp's fill queue), plus what the workers hold in flight
-// (bursts, and `handoff_slots` in the rings between them) and the pool's per-lcore caches.
+// (bursts), the pool's per-lcore caches and `held` more (the rings between workers, net_pcap's
+// infinite_rx captures).
 std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptions& options, unsigned lcores,
-                           std::uint64_t handoff_slots = 0);
+                           std::uint64_t held = 0);
 
 struct MempoolDeleter {
   void operator()(rte_mempool* pool) const noexcept { rte_mempool_free(pool); }

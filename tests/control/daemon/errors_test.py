@@ -5,6 +5,7 @@
 Run by meson: errors_test.py BUILD_ROOT.
 """
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -85,6 +86,23 @@ with tempfile.TemporaryDirectory(prefix="tricolord-errors-") as tmp:
     case("rx-timestamp on a port without timestamps", eal("ts", "net_null0") + ["--", "--policy", good, "--clock", "rx-timestamp"],
          3, "does not timestamp the packets it receives")
     case("pool too large", eal("pool", "net_null0") + ["--", "--policy", good, "--mbufs", "4000000000"], 3, "cannot create a pool")
+
+    # A capture net_pcap replays from memory (infinite_rx=1) holds an mbuf a packet: a --mbufs too small
+    # for it is refused in tricolord's words (DPDK's own was "Not enough mbufs ... At least 5000 mbufs per
+    # queue is required" and "cannot set up RX queue 0"); without --mbufs the pool is sized for it.
+    replayed = os.path.join(tmp, "replayed.pcap")
+    frame = bytes.fromhex("020000000001020000000002080045000020000000004011000000000a000001"
+                          "0a0000020035003500080000") + bytes(18)
+    with open(replayed, "wb") as f:
+        f.write(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"))
+        for i in range(5000):
+            f.write(struct.pack("<IIII", i, 0, len(frame), len(frame)) + frame)
+    infinite = f"net_pcap0,rx_pcap={replayed},tx_pcap={out},infinite_rx=1"
+    case("--mbufs too few for an infinite_rx capture", eal("infinite", infinite) + ["--", "--policy", good, "--mbufs", "2047"],
+         1, "--mbufs 2047 is too few", "net_pcap0's capture", "holds 5000", "give at least 5128",
+         absent=["Not enough mbufs"])
+    case("an infinite_rx capture sizes the pool", eal("infinite-sized", infinite) + ["--", "--policy", good, "--duration", "0.5"],
+         0, "8191 mbufs", absent=["Not enough mbufs"])
 
 if failures:
     print("\n\n".join(failures))
