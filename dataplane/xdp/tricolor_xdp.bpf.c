@@ -564,17 +564,47 @@ static __always_inline void make_key(const struct txdp_rule *r, const struct par
   }
 }
 
-/* A shared meter under its lock: brought to the rule's profile version first (one step of history;
- * older: afresh, as the engine's forgotten changes), then checked. */
-static __always_inline __u8 check_shared(struct txdp_meter *m, const struct txdp_profile *profile,
-                                         const struct txdp_profile *prev, __u64 version, __u64 prev_version,
-                                         __u64 changed_at, __u64 now, __u32 length, __u8 in) {
-  bpf_spin_lock(&m->lock);
-  if (m->version < version) {
-    if (m->version == prev_version) change_profile(&m->state, prev, profile, changed_at);
-    else full_state(&m->state, profile, max64(m->state.last, now));
-    m->version = version;
+/* The profile change i led to: the next change's `before`, or the current profile after the last. */
+static __always_inline const struct txdp_profile *after(const struct txdp_history *h, __u32 i,
+                                                      const struct txdp_profile *current) {
+  return i + 1 < h->count && i + 1 < TXDP_PROFILE_HISTORY ? &h->changes[(i + 1) & (TXDP_PROFILE_HISTORY - 1)].before
+                                                          : current;
+}
+
+/* A shared meter (several CPUs check it, so its last tick does not tell which changes it saw): the
+ * changes after its version, each at its tick; one it can no longer know: afresh (catch_up_shared). */
+static __always_inline void catch_up_shared(struct txdp_meter *m, const struct txdp_history *h,
+                                            const struct txdp_profile *current, __u64 now) {
+  if (m->version >= h->version) return;
+  const int exact = h->forgotten_version <= m->version;
+  for (__u32 i = 0; exact && i < TXDP_PROFILE_HISTORY; ++i) {
+    if (i >= h->count) break;
+    const struct txdp_change *c = &h->changes[i];
+    if (c->version <= m->version) continue;
+    change_profile(&m->state, &c->before, after(h, i, current), c->tick);
   }
+  if (!exact) full_state(&m->state, current, max64(m->state.last, now));
+  m->version = h->version;
+}
+
+/* A key (one meter per key): the changes made after its last check (catch_up_key). */
+static __always_inline void catch_up_key(struct txdp_state *s, const struct txdp_history *h,
+                                         const struct txdp_profile *current, __u64 now) {
+  if (h->forgotten_version != 0 && s->last < h->forgotten_tick) {
+    full_state(s, current, max64(s->last, now));
+    return;
+  }
+  for (__u32 i = 0; i < TXDP_PROFILE_HISTORY; ++i) {
+    if (i >= h->count) break;
+    const struct txdp_change *c = &h->changes[i];
+    if (s->last < c->tick) change_profile(s, &c->before, after(h, i, current), c->tick);
+  }
+}
+
+static __always_inline __u8 check_shared(struct txdp_meter *m, const struct txdp_profile *profile,
+                                         const struct txdp_history *history, __u64 now, __u32 length, __u8 in) {
+  bpf_spin_lock(&m->lock);
+  catch_up_shared(m, history, profile, now);
   const __u8 color = check(&m->state, profile, now, length, in);
   bpf_spin_unlock(&m->lock);
   return color;
@@ -640,7 +670,7 @@ int tricolor_xdp(struct xdp_md *ctx) {
   if (r->key_kind == TXDP_KEY_NONE) {
     struct txdp_meter *m = bpf_map_lookup_elem(&txdp_aggregates, &slot);
     if (!m) return XDP_PASS;
-    color = check_shared(m, &r->profile, &r->prev_profile, r->version, r->prev_version, r->changed_at, now, length, in);
+    color = check_shared(m, &r->profile, &r->history, now, length, in);
   } else {
     struct txdp_key key;
     make_key(r, &p, &key);
@@ -671,11 +701,8 @@ int tricolor_xdp(struct xdp_md *ctx) {
       if (idle != 0 && now > s->last && now - s->last >= idle) { /* idle past the timeout: afresh */
         full_state(s, &r->profile, now);
         counters->keys_renewed += 1;
-      } else if (s->last < r->changed_at) { /* checked before the rule's latest profile change */
-        if (r->prev_version != 0 && s->last >= r->prev_changed_at)
-          change_profile(s, &r->prev_profile, &r->profile, r->changed_at);
-        else
-          full_state(s, &r->profile, max64(s->last, now));
+      } else if (r->history.count != 0) { /* changes made since its last check, if any */
+        catch_up_key(s, &r->history, &r->profile, now);
       }
       color = check(s, &r->profile, now, length, in);
       bpf_spin_unlock(&km->lock);
@@ -687,7 +714,7 @@ int tricolor_xdp(struct xdp_md *ctx) {
     if (r->fallback == TXDP_FALLBACK_AGGREGATE) {
       struct txdp_meter *m = bpf_map_lookup_elem(&txdp_aggregates, &slot);
       if (!m) return XDP_PASS;
-      color = check_shared(m, &r->profile, &r->prev_profile, r->version, r->prev_version, r->changed_at, now, length, in);
+      color = check_shared(m, &r->profile, &r->history, now, length, in);
     } else {
       /* Unmetered: the default action, or a drop; counted as dropped, not by color. */
       const int verdict = r->fallback == TXDP_FALLBACK_DROP ? XDP_DROP : act(ctx, &p, &set->default_action);
@@ -702,8 +729,7 @@ int tricolor_xdp(struct xdp_md *ctx) {
   if (r->has_parent && color != TXDP_RED) {
     struct txdp_meter *pm = bpf_map_lookup_elem(&txdp_parents, &slot);
     if (!pm) return XDP_PASS;
-    color = check_shared(pm, &r->parent_profile, &r->parent_prev_profile, r->parent_version, r->parent_prev_version,
-                         r->parent_changed_at, now, length, color);
+    color = check_shared(pm, &r->parent_profile, &r->parent_history, now, length, color);
   }
 
   /* The compiler knows color <= 2 and the verifier does not: the barrier keeps the bound it checks. */

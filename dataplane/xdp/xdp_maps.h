@@ -70,6 +70,23 @@ struct txdp_profile {
   __u32 unit;           /* policer::Unit: profiles of one family share algorithm and unit */
 };
 
+/* The recent changes of a rule's profile (dataplane/engine/rule_set.hpp, ProfileHistory): what a
+ * meter that missed some needs to catch up exactly. Versions count the rule's profile changes from 1. */
+#define TXDP_PROFILE_HISTORY 8 /* the engine's kProfileHistory */
+struct txdp_change {
+  __u64 version;  /* the version the change brought */
+  __u64 tick;     /* when it took effect */
+  struct txdp_profile before;
+};
+struct txdp_history {
+  __u64 version;            /* of the rule's current profile */
+  __u32 count;              /* changes[0 .. count), oldest first */
+  __u32 pad;
+  __u64 forgotten_version;  /* the newest change dropped to keep TXDP_PROFILE_HISTORY (0: none) */
+  __u64 forgotten_tick;
+  struct txdp_change changes[TXDP_PROFILE_HISTORY];
+};
+
 struct txdp_action {
   __u8 drop;
   __u8 remark; /* set the DSCP (ECN kept; IPv4 checksum fixed) */
@@ -116,16 +133,11 @@ struct txdp_rule {
   __u8 dscp_map[64];
   struct txdp_action action[3][3]; /* [input color][output color] */
   __u32 pad3;
-  /* ---- live change (one step of history) ---- */
-  __u64 version;          /* of `profile`: a meter checked under an older one catches up first */
-  __u64 prev_version;     /* of `prev_profile` (0: none) */
-  __u64 changed_at;       /* tick from which `profile` replaced `prev_profile` */
-  __u64 prev_changed_at;  /* tick at which `prev_profile` came: a key older than that starts afresh */
-  __u64 parent_version, parent_prev_version, parent_changed_at;
+  /* ---- live changes ---- */
   struct txdp_profile profile;
-  struct txdp_profile prev_profile;
+  struct txdp_history history;
   struct txdp_profile parent_profile;
-  struct txdp_profile parent_prev_profile;
+  struct txdp_history parent_history;
 };
 
 struct txdp_set {

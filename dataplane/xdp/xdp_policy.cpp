@@ -91,6 +91,23 @@ Expected<bool> translate_match(const Rule& rule, txdp_rule& out) {
 
 bool same(const txdp_profile& a, const txdp_profile& b) noexcept { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+// The history after `now` replaced `before` at `tick` (none if they are the same profile); the oldest
+// change is dropped, and remembered as forgotten, past TXDP_PROFILE_HISTORY.
+txdp_history next_history(const txdp_history& history, const txdp_profile& before, const txdp_profile& now,
+                          std::uint64_t tick) {
+  txdp_history next = history;
+  if (same(before, now)) return next;
+  if (next.count == TXDP_PROFILE_HISTORY) {
+    next.forgotten_version = next.changes[0].version;
+    next.forgotten_tick = next.changes[0].tick;
+    std::copy(next.changes + 1, next.changes + TXDP_PROFILE_HISTORY, next.changes);
+    --next.count;
+  }
+  next.version = history.version + 1;
+  next.changes[next.count++] = txdp_change{next.version, tick, before};
+  return next;
+}
+
 }  // namespace
 
 txdp_profile to_xdp(const policer::Profile& p) noexcept {
@@ -178,35 +195,15 @@ Expected<RuleSetImage> translate(const Policy& policy, const RuleSetImage* previ
       }
     }
 
-    // Profile versions: a new rule starts at 1; a kept rule whose profile changed moves on by one.
-    out.version = 1;
-    out.parent_version = 1;
-    const txdp_rule* before = nullptr;
-    if (previous != nullptr && i < previous->rules.size()) before = &previous->rules[i];
-    if (before != nullptr && previous != nullptr) {
-      // Same slot: the same rule (slots follow the rule's position in this version; README).
-      out.version = before->version;
-      out.prev_version = before->prev_version;
-      out.prev_profile = before->prev_profile;
-      out.changed_at = before->changed_at;
-      out.prev_changed_at = before->prev_changed_at;
-      if (!same(before->profile, out.profile)) {
-        out.prev_version = before->version;
-        out.prev_profile = before->profile;
-        out.prev_changed_at = before->changed_at;
-        out.version = before->version + 1;
-        out.changed_at = change_tick;
-      }
-      out.parent_version = before->parent_version;
-      out.parent_prev_version = before->parent_prev_version;
-      out.parent_prev_profile = before->parent_prev_profile;
-      out.parent_changed_at = before->parent_changed_at;
-      if (!same(before->parent_profile, out.parent_profile)) {
-        out.parent_prev_version = before->parent_version;
-        out.parent_prev_profile = before->parent_profile;
-        out.parent_version = before->parent_version + 1;
-        out.parent_changed_at = change_tick;
-      }
+    // Profile versions: a new rule starts at 1; a kept rule whose profile changed moves on by one, its
+    // history keeping the profile it replaced (rule_set.hpp's ProfileHistory::with).
+    out.history.version = 1;
+    out.parent_history.version = 1;
+    if (previous != nullptr && i < previous->rules.size()) {
+      // The same slot: the same rule (slots follow the rule's position in this version; README).
+      const txdp_rule& before = previous->rules[i];
+      out.history = next_history(before.history, before.profile, out.profile, change_tick);
+      out.parent_history = next_history(before.parent_history, before.parent_profile, out.parent_profile, change_tick);
     }
   }
   return image;

@@ -64,10 +64,10 @@ Expected<bool> XdpProgram::install(const RuleSetImage& image) {
     if (has_image_ && i < image_.rules.size()) continue;  // kept: its meters carry over
     const txdp_rule& r = image.rules[i];
     txdp_meter meter{};
-    meter.version = r.version;
+    meter.version = r.history.version;
     meter.state = {{r.profile.size[0], r.profile.size[1]}, 0};
     if (bpf_map_update_elem(aggregates_fd, &i, &meter, BPF_ANY) != 0) return system_error("writing a meter", errno);
-    meter.version = r.parent_version;
+    meter.version = r.parent_history.version;
     meter.state = {{r.parent_profile.size[0], r.parent_profile.size[1]}, 0};
     if (bpf_map_update_elem(parents_fd, &i, &meter, BPF_ANY) != 0) return system_error("writing a meter", errno);
     const txdp_key_live zero{};
