@@ -655,6 +655,78 @@ TEST_F(XdpExactness, ChangesBetweenTwoPacketsOfAMeter) {
   EXPECT_GT(engine_->counters(0).packets[2], 0u);
 }
 
+// GCRA's lead is paid at the old rate up to the change, at the new one after: 1 MB/s, tolerance 2 ms
+// (2001 bytes of lead allowed), drained to a lead of 2000 bytes at 1 ms; at 1.5 ms 100 kB/s, tolerance
+// 20 ms (the same 2001); at 2.5 ms the lead is 2000 - 500 - 100 = 1400, and 500 bytes pass (paid at
+// the new rate all along, the lead would be 1850, and they would not).
+TEST_F(XdpExactness, GcraLeadAcrossAChange) {
+  policer::Params p = params(Algorithm::gcra, Unit::bytes);
+  Policy policy = one_rule_policy(p, InputColor::blind);
+  start(policy);
+  if (HasFatalFailure()) return;
+  std::size_t index = 0;
+  for (int k = 0; k < 3; ++k) send({udp4(1'000, 1, 1, 80, 0), 1'000'000}, index++);
+  if (HasFatalFailure()) return;
+  p.rate = 100'000;
+  p.tolerance = 20'000'000;
+  policy.profiles[0].params = p;
+  change(policy, 1'500'000);
+  if (HasFatalFailure()) return;
+  send({FrameBuilder().ether_payload(0x0806, 46).build().bytes, 1'500'000}, index++);  // the change's tick
+  const std::size_t size = 500;  // on the wire, and metered (L2)
+  send({udp4(size, 1, 1, 80, 0), 2'500'000}, index++);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(engine_->counters(0).packets[0], 3u);  // two of the drain, and this one
+}
+
+// Live changes within each algorithm's family (rates, sizes, a window's limit and length, GCRA's
+// tolerance) and across families, for an aggregate and a per-key rule, under random traffic.
+TEST_F(XdpExactness, LiveChangesOfEveryAlgorithm) {
+  std::uint64_t seed = 900;
+  for (const Algorithm algorithm : kAlgorithms) {
+    SCOPED_TRACE(std::string(policer::to_string(algorithm)));
+    PerKey per_key;
+    per_key.kind = KeyKind::src;
+    per_key.capacity = 64;
+    Policy policy;
+    policer::Params heavy = params(algorithm, Unit::bytes);  // a quarter of the rate: meters are never idle
+    heavy.cir /= 4, heavy.pir /= 4, heavy.eir /= 4, heavy.rate /= 4, heavy.limit /= 4;
+    policy.profiles.push_back({"meter", heavy});
+    Rule keyed = metered_rule("keyed", "meter", InputColor::dscp);
+    Prefix src;
+    src.address = {192, 0, 2, 0};
+    src.length = 30;  // sources 1..3
+    keyed.match.src = src;
+    keyed.per_key = per_key;
+    policy.rules.push_back(keyed);
+    policy.rules.push_back(metered_rule("aggregate", "meter", InputColor::dscp));
+    start(policy);
+    if (HasFatalFailure()) return;
+    const std::vector<Packet> packets = traffic(seed++, 450, 5);
+    for (std::size_t i = 0; i < packets.size(); ++i) {
+      if (i == 150 || i == 300 || i == 400) {
+        Policy next = policy;
+        policer::Params& p = next.profiles[0].params;
+        if (i == 150) {  // within the family: smaller and slower, or larger and faster
+          p.cir /= 2, p.cbs /= 2, p.pir /= 2, p.eir *= 2, p.ebs /= 2, p.pbs /= 2;
+          p.rate /= 2, p.tolerance *= 3, p.limit /= 2, p.window *= 2;
+        } else if (i == 300) {  // another family: the same algorithm in packets; afresh
+          p = params(algorithm, Unit::packets);
+        } else {  // another family: another algorithm; afresh
+          p = params(algorithm == Algorithm::srtcm ? Algorithm::trtcm : Algorithm::srtcm, Unit::packets);
+        }
+        change(next, packets[i].arrival);
+        if (HasFatalFailure()) return;
+        policy = next;
+      }
+      send(packets[i], i);
+      if (HasFatalFailure()) return;
+    }
+    program_.reset();
+    SetUp();
+  }
+}
+
 // What the program cannot run is refused before anything is loaded, naming the rule and why.
 TEST(XdpTranslation, RefusesWhatTheProgramCannotRun) {
   const auto refused = [](const Policy& policy) {
