@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,14 +51,17 @@ struct Packet {
 };
 
 // Ethernet + IPv4 + UDP from 192.0.2.<src>, to 10.0.0.<dst>:<dport>, `size` bytes on the wire.
-Bytes udp4(std::size_t size, std::uint8_t src, std::uint8_t dst, std::uint16_t dport, std::uint8_t dscp, std::uint8_t ecn = 0) {
+// With `tci`, an 802.1Q tag (VLAN id and PCP) before the IPv4 header.
+Bytes udp4(std::size_t size, std::uint8_t src, std::uint8_t dst, std::uint16_t dport, std::uint8_t dscp, std::uint8_t ecn = 0,
+           std::optional<std::uint16_t> tci = std::nullopt) {
   test::Ipv4Spec spec;
   spec.tos = static_cast<std::uint8_t>(dscp << 2 | ecn);
   spec.src = {192, 0, 2, src};
   spec.dst = {10, 0, 0, dst};
   FrameBuilder b;
+  if (tci) b.vlan(0x8100, *tci);
   b.ipv4(spec).udp(1000, dport);
-  const std::size_t headers = 14 + 20 + 8;
+  const std::size_t headers = 14 + (tci ? 4 : 0) + 20 + 8;
   b.payload(size > headers ? size - headers : 0);
   return b.build().bytes;
 }
@@ -85,7 +89,7 @@ policer::Params params(Algorithm algorithm, Unit unit, bool slow = false) {
   switch (algorithm) {
     case Algorithm::one_rate_two_color: p.cir = rate, p.cbs = burst; break;
     case Algorithm::srtcm: p.cir = rate, p.cbs = burst, p.ebs = 2 * burst; break;
-    case Algorithm::trtcm: p.cir = rate, p.cbs = burst, p.pir = 2 * rate, p.pbs = 2 * burst; break;
+    case Algorithm::trtcm: p.cir = rate, p.cbs = burst, p.pir = 3 * rate / 2, p.pbs = 2 * burst; break;
     case Algorithm::trtcm_4115: p.cir = rate, p.cbs = burst, p.eir = rate / 2, p.ebs = 2 * burst; break;
     case Algorithm::fixed_window: p.limit = burst, p.window = 3'000'000; break;
     case Algorithm::gcra: p.rate = rate, p.tolerance = slow ? 2'000'000'000 : 2'000'000; break;
@@ -132,7 +136,10 @@ std::vector<Packet> traffic(std::uint64_t seed, std::size_t count, std::uint8_t 
     const std::size_t size = 64 + random.below(1450);
     const auto src = static_cast<std::uint8_t>(1 + random.below(sources));
     const std::uint8_t dscp = kDscps[random.below(5)];
-    packets.push_back({random.below(8) == 0 ? udp6(size, src, dscp) : udp4(size, src, 1, 80, dscp, random.below(4)), now});
+    const auto ecn = static_cast<std::uint8_t>(random.below(4));
+    std::optional<std::uint16_t> tci;  // a quarter tagged: VLAN 7, any PCP
+    if (random.below(4) == 0) tci = static_cast<std::uint16_t>(random.below(8) << 13 | 7);
+    packets.push_back({random.below(8) == 0 ? udp6(size, src, dscp) : udp4(size, src, 1, 80, dscp, ecn, tci), now});
   }
   return packets;
 }
@@ -408,6 +415,10 @@ TEST_F(XdpExactness, RulesParentsColorMapsAndLengths) {
   dscp_map.colors[10] = Color::yellow;
   dscp_map.colors[46] = Color::red;
   policy.color_maps.push_back(dscp_map);
+  ColorMap pcp_map{"p", ColorMapKind::pcp, {}};
+  pcp_map.colors[3] = Color::yellow;
+  pcp_map.colors[5] = Color::red;
+  policy.color_maps.push_back(pcp_map);
   Rule ipv6 = metered_rule("v6", "pps", InputColor::blind);
   Prefix v6;
   v6.ipv6 = true;
@@ -421,6 +432,7 @@ TEST_F(XdpExactness, RulesParentsColorMapsAndLengths) {
   Rule child = metered_rule("child", "child", InputColor::mapped);
   child.parent = "parent";
   child.dscp_map = "d";
+  child.pcp_map = "p";  // tagged frames: by PCP; the others by DSCP
   child.length = {LengthBase::l1, 0};
   child.match.src_ports = {{900, 1100}};
   child.match.dst_ports = {{53, 53}, {80, 80}};
