@@ -2,7 +2,7 @@
 """The layout runs one way (README, "Layout"; each folder's README.md says the same of itself).
 
 Between the three top folders: policer <- dataplane <- control. Between the parts inside them:
-  dataplane/engine  <- dataplane/dpdk, dataplane/replay   (the two never include each other)
+  dataplane/engine  <- dataplane/dpdk, dataplane/replay, dataplane/xdp   (none includes another)
   control/language  <- control/daemon <- control/ctl      (ctl takes only the wire format, protocol.hpp)
   control/telemetry <- control/daemon                     (the daemon serves what telemetry shows)
   control/language, dataplane/replay <- control/replay
@@ -26,6 +26,8 @@ PARTS = {
     "dataplane/engine": ["policer/", "dataplane/engine/"],
     "dataplane/dpdk": ["policer/", "dataplane/engine/", "dataplane/dpdk/"],
     "dataplane/replay": ["policer/", "dataplane/engine/", "dataplane/replay/"],
+    # The XDP dataplane translates the engine's compiled policy into its BPF maps.
+    "dataplane/xdp": ["policer/", "dataplane/engine/", "dataplane/xdp/"],
     # The language builds the engine's header-only model of a policy, and nothing else of the dataplane.
     "control/language": ["policer/", "dataplane/engine/policy.hpp", "control/language/"],
     "control/telemetry": ["policer/", "dataplane/", "control/telemetry/"],

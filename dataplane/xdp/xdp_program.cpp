@@ -1,0 +1,148 @@
+#include "dataplane/xdp/xdp_program.hpp"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "dataplane/xdp/tricolor_xdp.skel.h"
+
+namespace tricolor::dataplane::xdp {
+namespace {
+
+Error system_error(const std::string& what, int error) {
+  return Error{"xdp", what + ": " + std::strerror(error < 0 ? -error : error)};
+}
+
+int cpus() {
+  const int n = libbpf_num_possible_cpus();
+  return n > 0 ? n : 1;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<XdpProgram>> XdpProgram::load(const LoadOptions& options) {
+  tricolor_xdp* skeleton = tricolor_xdp__open();
+  if (skeleton == nullptr) return system_error("opening the XDP program", errno);
+  skeleton->rodata->test_clock = options.test_clock ? 1 : 0;
+  if (int e = bpf_map__set_max_entries(skeleton->maps.txdp_keys, options.max_keys); e != 0) {
+    tricolor_xdp__destroy(skeleton);
+    return system_error("sizing the key table", e);
+  }
+  if (int e = tricolor_xdp__load(skeleton); e != 0) {
+    tricolor_xdp__destroy(skeleton);
+    return system_error("loading the XDP program (root, or CAP_BPF and CAP_NET_ADMIN, is needed)", e);
+  }
+  return std::unique_ptr<XdpProgram>(new XdpProgram(skeleton, options));
+}
+
+XdpProgram::~XdpProgram() { tricolor_xdp__destroy(skeleton_); }
+
+int XdpProgram::program_fd() const noexcept { return bpf_program__fd(skeleton_->progs.tricolor_xdp); }
+
+Expected<bool> XdpProgram::install(const RuleSetImage& image) {
+  std::uint64_t keys = 0;
+  for (const txdp_rule& r : image.rules) keys += r.key_kind != TXDP_KEY_NONE ? r.key_capacity : 0;
+  if (keys > options_.max_keys)
+    return Error{"capacity", "the per-key rules' capacities add up to " + std::to_string(keys) +
+                                 " keys; the XDP program was loaded with room for " +
+                                 std::to_string(options_.max_keys)};
+  const std::uint32_t idle = has_image_ ? 1 - live_half_ : live_half_;
+  const int rules_fd = bpf_map__fd(skeleton_->maps.txdp_rules);
+  for (std::uint32_t i = 0; i < image.rules.size(); ++i) {
+    const std::uint32_t index = idle * TXDP_MAX_RULES + i;
+    if (bpf_map_update_elem(rules_fd, &index, &image.rules[i], BPF_ANY) != 0) return system_error("writing a rule", errno);
+  }
+  // Meters of slots new to this image start full, at tick 0 (the engine's "full, at any tick").
+  const int aggregates_fd = bpf_map__fd(skeleton_->maps.txdp_aggregates);
+  const int parents_fd = bpf_map__fd(skeleton_->maps.txdp_parents);
+  const int live_fd = bpf_map__fd(skeleton_->maps.txdp_key_live);
+  for (std::uint32_t i = 0; i < image.rules.size(); ++i) {
+    if (has_image_ && i < image_.rules.size()) continue;  // kept: its meters carry over
+    const txdp_rule& r = image.rules[i];
+    txdp_meter meter{};
+    meter.version = r.history.version;
+    meter.state = {{r.profile.size[0], r.profile.size[1]}, 0};
+    if (bpf_map_update_elem(aggregates_fd, &i, &meter, BPF_ANY) != 0) return system_error("writing a meter", errno);
+    meter.version = r.parent_history.version;
+    meter.state = {{r.parent_profile.size[0], r.parent_profile.size[1]}, 0};
+    if (bpf_map_update_elem(parents_fd, &i, &meter, BPF_ANY) != 0) return system_error("writing a meter", errno);
+    const txdp_key_live zero{};
+    if (bpf_map_update_elem(live_fd, &i, &zero, BPF_ANY) != 0) return system_error("writing a key count", errno);
+  }
+  const std::uint32_t set_index = idle;
+  if (bpf_map_update_elem(bpf_map__fd(skeleton_->maps.txdp_sets), &set_index, &image.set, BPF_ANY) != 0)
+    return system_error("writing the rule set", errno);
+  // The swap: one update of one word, which every packet reads once.
+  const std::uint32_t zero = 0;
+  if (bpf_map_update_elem(bpf_map__fd(skeleton_->maps.txdp_current), &zero, &idle, BPF_ANY) != 0)
+    return system_error("publishing the rule set", errno);
+  live_half_ = idle;
+  image_ = image;
+  has_image_ = true;
+  return true;
+}
+
+Expected<bool> XdpProgram::set_test_clock(std::uint64_t now) {
+  const std::uint32_t zero = 0;
+  if (bpf_map_update_elem(bpf_map__fd(skeleton_->maps.txdp_test_clock), &zero, &now, BPF_ANY) != 0)
+    return system_error("setting the test clock", errno);
+  return true;
+}
+
+Expected<TestRun> XdpProgram::test_run(std::span<const std::uint8_t> frame) {
+  TestRun run;
+  run.frame.resize(frame.size() + 256);
+  LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_out = run.frame.data(),
+              .data_size_in = static_cast<__u32>(frame.size()), .data_size_out = static_cast<__u32>(run.frame.size()),
+              .repeat = 1);
+  if (bpf_prog_test_run_opts(program_fd(), &opts) != 0) return system_error("BPF_PROG_TEST_RUN", errno);
+  run.verdict = opts.retval;
+  run.frame.resize(opts.data_size_out);
+  return run;
+}
+
+Expected<txdp_rule_counters> XdpProgram::rule_counters(std::uint32_t slot) const {
+  std::vector<txdp_rule_counters> per_cpu(static_cast<std::size_t>(cpus()));
+  if (bpf_map_lookup_elem(bpf_map__fd(skeleton_->maps.txdp_counters), &slot, per_cpu.data()) != 0)
+    return system_error("reading counters", errno);
+  txdp_rule_counters sum{};
+  for (const auto& c : per_cpu) {
+    for (int k = 0; k < 3; ++k) sum.packets[k] += c.packets[k], sum.bytes[k] += c.bytes[k];
+    sum.dropped_packets += c.dropped_packets;
+    sum.dropped_bytes += c.dropped_bytes;
+    sum.keys_created += c.keys_created;
+    sum.keys_renewed += c.keys_renewed;
+    sum.table_full += c.table_full;
+  }
+  return sum;
+}
+
+Expected<txdp_default_counters> XdpProgram::default_counters() const {
+  std::vector<txdp_default_counters> per_cpu(static_cast<std::size_t>(cpus()));
+  const std::uint32_t zero = 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(skeleton_->maps.txdp_defaults), &zero, per_cpu.data()) != 0)
+    return system_error("reading counters", errno);
+  txdp_default_counters sum{};
+  for (const auto& c : per_cpu) {
+    sum.packets += c.packets;
+    sum.bytes += c.bytes;
+    sum.non_ip += c.non_ip;
+    sum.no_match += c.no_match;
+    for (int e = 0; e < TXDP_MALFORMED_SLOTS; ++e) sum.malformed[e] += c.malformed[e];
+    sum.dropped_packets += c.dropped_packets;
+    sum.dropped_bytes += c.dropped_bytes;
+  }
+  return sum;
+}
+
+std::uint64_t XdpProgram::live_keys(std::uint32_t slot) const {
+  txdp_key_live live{};
+  bpf_map_lookup_elem(bpf_map__fd(skeleton_->maps.txdp_key_live), &slot, &live);
+  return live.count;
+}
+
+}  // namespace tricolor::dataplane::xdp

@@ -1,0 +1,64 @@
+#pragma once
+// The XDP program, loaded through its libbpf skeleton (tricolor_xdp.skel.h, made at build time by
+// bpftool from tricolor_xdp.bpf.c), and its maps as the control side writes and reads them. RAII:
+// the program and its maps go when the object does. Not attached to any interface here (the daemon's
+// part, issue 24 section 2): the tests run it with BPF_PROG_TEST_RUN.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "dataplane/xdp/xdp_maps.h"
+#include "dataplane/xdp/xdp_policy.hpp"
+#include "policer/expected.hpp"
+
+struct tricolor_xdp;  // the skeleton
+
+namespace tricolor::dataplane::xdp {
+
+struct LoadOptions {
+  // The clock is txdp_test_clock[0], which set_test_clock() writes, instead of bpf_ktime_get_ns.
+  bool test_clock = false;
+  // Entries preallocated for per-key meters, all rules together; a policy whose capacities add up to
+  // more is refused.
+  std::uint32_t max_keys = 1u << 16;
+};
+
+// What one BPF_PROG_TEST_RUN returned: the XDP verdict and the frame as the program left it.
+struct TestRun {
+  std::uint32_t verdict = 0;  // XDP_PASS, XDP_DROP, ...
+  std::vector<std::uint8_t> frame;
+};
+
+class XdpProgram {
+ public:
+  static Expected<std::unique_ptr<XdpProgram>> load(const LoadOptions& options);
+  ~XdpProgram();
+  XdpProgram(const XdpProgram&) = delete;
+  XdpProgram& operator=(const XdpProgram&) = delete;
+
+  // Writes `image` into the half of the rule set that is not live, then makes it live by one map
+  // update (txdp_current). A rule new to its slot gets its meters full and its key count zero.
+  Expected<bool> install(const RuleSetImage& image);
+  const RuleSetImage* installed() const noexcept { return has_image_ ? &image_ : nullptr; }
+
+  Expected<bool> set_test_clock(std::uint64_t now);
+  Expected<TestRun> test_run(std::span<const std::uint8_t> frame);
+
+  // Counters summed over the CPUs.
+  Expected<txdp_rule_counters> rule_counters(std::uint32_t slot) const;
+  Expected<txdp_default_counters> default_counters() const;
+  std::uint64_t live_keys(std::uint32_t slot) const;
+
+  int program_fd() const noexcept;
+
+ private:
+  explicit XdpProgram(tricolor_xdp* skeleton, const LoadOptions& options) : skeleton_(skeleton), options_(options) {}
+  tricolor_xdp* skeleton_;
+  LoadOptions options_;
+  std::uint32_t live_half_ = 0;
+  bool has_image_ = false;
+  RuleSetImage image_;
+};
+
+}  // namespace tricolor::dataplane::xdp
