@@ -10,6 +10,8 @@
   the new rate shown); a file with an error changes nothing, its line and token are said on stderr and
   in the STATUS= line, and the daemon goes on; `tricolorctl reload` does the same and says so.
 - A start that fails after making its socket (a port that does not exist) removes the socket file.
+- Bash completion (control/ctl/tricolor.bash-completion): tricolorctl's commands, and the running
+  daemon's rule and profile names where a command takes one; tricolord's own options after `--`.
 - The unit (control/daemon/systemd/tricolord.service.in, as meson configures it): `systemd-analyze
   verify` finds nothing to say about it, with ExecStart pointed at the built tricolord; its reload
   sends SIGHUP and it is Type=notify.
@@ -112,6 +114,30 @@ def generation(sock):
     return int(match.group(1)) if match else None
 
 
+def complete(*words):
+    """What bash's completion offers for the last of `words` (the cursor's, "" for a new word)."""
+    script = ('source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); '
+              'if [[ $1 == *tricolord ]]; then _tricolord; else _tricolorctl; fi; printf "%s\\n" "${COMPREPLY[@]}"')
+    run = subprocess.run(["bash", "-c", script, "_", os.path.join(source_root, "control", "ctl", "tricolor.bash-completion"),
+                          *words], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    return sorted(line for line in run.stdout.splitlines() if line)
+
+
+def completion(sock):
+    ctl_words = [tricolorctl, "--socket", sock]
+    expect("completion: tricolorctl's commands", complete(*ctl_words, "re") == ["reload", "reset"], complete(*ctl_words, "re"))
+    expect("completion: rule change NAME from the daemon", complete(*ctl_words, "rule", "change", "") == ["all"],
+           complete(*ctl_words, "rule", "change", ""))
+    expect("completion: a profile's name after `profile` in a rule",
+           complete(*ctl_words, "rule", "add", "x", "dst", "1.2.3.4", "profile", "") == ["p"])
+    expect("completion: stats' blocks", complete(*ctl_words, "stats", "") == ["default", "ports", "rule", "rules", "workers"])
+    expect("completion: without a daemon, the commands still", complete(tricolorctl, "--socket", sock + ".none", "rule", "") ==
+           ["add", "change", "delete", "list", "show"])
+    expect("completion: no names without a daemon", complete(tricolorctl, "--socket", sock + ".none", "rule", "show", "") == [])
+    expect("completion: tricolord's options after --", complete(tricolord, "-l", "0,1", "--", "--pol") == ["--policy"])
+    expect("completion: EAL options before --", "--vdev" in complete(tricolord, "--vd"))
+
+
 def service(workdir, version):
     policy = os.path.join(workdir, "policy")
     open(policy, "w").write(POLICY)
@@ -128,6 +154,7 @@ def service(workdir, version):
                ready is not None and ready[1].get("STATUS", "").startswith("forwarding: 1 rules (generation 1), 1 worker"),
                ready)
         wait_for(sock, daemon)
+        completion(sock)
         code, out, err = ctl(sock, "version")
         expect("tricolorctl version: the client's version, then the daemon's",
                code == 0 and out.startswith(f"tricolorctl {version}\ntricolord {version}; policy from file "), (code, out, err))
