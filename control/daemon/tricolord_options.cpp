@@ -84,7 +84,8 @@ of the key, otherwise the one a hash of the key names, to which the receiving wo
 packet over a ring. Aggregate and parent meters are shared: each worker checks them for its packets.
 tricolord prints each rule's placement at startup.
 
-Signals: SIGINT or SIGTERM stops the workers, prints the final counters and exits 0.
+Signals: SIGINT or SIGTERM stops the workers, prints the final counters and exits 0; SIGHUP reads the
+policy file again and installs it whole, or changes nothing when it has an error (as `tricolorctl reload`).
 Exit status: 0 stopped cleanly; 1 the command line is wrong; 2 the policy cannot be read or is
 refused (its line and token are said); 3 the EAL, a port or memory failed.
 
