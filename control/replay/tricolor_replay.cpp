@@ -7,11 +7,21 @@
 // (kReplayCsvHeader: index,rule,key,in_color,out_color,action,time_ns,frame_bytes,metered_bytes), a JSON summary per rule (per-key rules: their keys, the
 // top N by red bytes or all), and a table on stdout.
 //
+// On a terminal, a progress line on stderr (packets, rate, elapsed, time left); at Ctrl-C (SIGINT) the
+// run stops after the burst at hand, every output is finished with what was processed (each valid:
+// whole records, whole lines), and it says how far it got; a second Ctrl-C ends it at once.
+//
 // Exit status: 0 done; 1 the command line is wrong; 2 a policy, capture or output cannot be used (the
-// message names it and why), or memory ran out.
+// message names it and why), or memory ran out; 130 interrupted (SIGINT), the outputs holding what was
+// processed.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <charconv>
 #include <ctime>
 #include <cstdio>
@@ -43,6 +53,60 @@ using namespace tricolor::dataplane;
 
 constexpr int kExitUsage = 1;  // the command line is wrong
 constexpr int kExitInput = 2;  // a policy, capture or output that cannot be used
+constexpr int kExitInterrupted = 130;  // SIGINT, as a shell reports a program it ended
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted.store(true, std::memory_order_relaxed); }
+
+// SIGINT stops the run between two bursts; the handler is reset by its first call, so a second Ctrl-C
+// ends the program at once, as Ctrl-C does.
+void stop_at_interrupt() {
+  struct sigaction action {};
+  sigemptyset(&action.sa_mask);
+  action.sa_handler = on_interrupt;
+  action.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &action, nullptr);
+}
+
+std::string clock_text(double seconds) {
+  const auto s = static_cast<std::uint64_t>(seconds);
+  char text[32];
+  if (s >= 3600) std::snprintf(text, sizeof text, "%llu:%02llu:%02llu", static_cast<unsigned long long>(s / 3600),
+                               static_cast<unsigned long long>(s / 60 % 60), static_cast<unsigned long long>(s % 60));
+  else std::snprintf(text, sizeof text, "%llu:%02llu", static_cast<unsigned long long>(s / 60), static_cast<unsigned long long>(s % 60));
+  return text;
+}
+
+// The progress line, on a terminal only: rewritten in place at most twice a second; the time left is
+// from the share of the capture file read so far.
+class ProgressLine {
+ public:
+  explicit ProgressLine(std::uint64_t capture_bytes) : capture_bytes_(capture_bytes) {}
+  void operator()(const ReplayProgress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::milliseconds(500)) return;
+    last_ = now;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.2f", elapsed > 0 ? static_cast<double>(p.records) / elapsed / 1e6 : 0.0);
+    std::string line = "tricolor-replay: " + std::to_string(p.records) + " packets, " + rate + " Mpps, " +
+                       clock_text(elapsed) + " elapsed";
+    if (capture_bytes_ != 0 && p.capture_bytes != 0 && p.capture_bytes < capture_bytes_)
+      line += ", about " + clock_text(elapsed * static_cast<double>(capture_bytes_ - p.capture_bytes) /
+                                      static_cast<double>(p.capture_bytes)) + " left";
+    std::cerr << "\r" << line << "\033[K" << std::flush;
+    shown_ = true;
+  }
+  void clear() {
+    if (shown_) std::cerr << "\r\033[K" << std::flush;
+  }
+
+ private:
+  std::uint64_t capture_bytes_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_ = start_;
+  bool shown_ = false;
+};
 // --top-keys: no rule holds more keys than the largest capacity (2^28); --all-keys lists them all.
 constexpr std::uint64_t kMaxTopKeys = std::uint64_t{1} << 28;
 // --max-classifier-entries: rte_acl counts a trie's entries in 32 bits.
@@ -227,15 +291,26 @@ int run_program(Options& o) {
   }
   report_key_memory(**engine);
 
-  const ReplayResult run = replay_capture(**engine, **reader, writer.get(), csv.is_open() ? &csv : nullptr, changes);
+  stop_at_interrupt();
+  std::error_code size_error;
+  const std::uint64_t capture_bytes = std::filesystem::file_size(o.capture_path, size_error);
+  ProgressLine progress(size_error ? 0 : capture_bytes);
+  ReplayControl control{&g_interrupted, nullptr};
+  if (::isatty(STDERR_FILENO) == 1) control.progress = [&](const ReplayProgress& p) { progress(p); };
+  const ReplayResult run =
+      replay_capture(**engine, **reader, writer.get(), csv.is_open() ? &csv : nullptr, changes, control);
+  progress.clear();
   if (run.change_refused) fail(run.stop_reason);
   const std::uint64_t index = run.records;
-  const bool truncated = run.truncated;
+  const bool truncated = run.truncated || run.interrupted;
+  if (run.interrupted)
+    std::cerr << "tricolor-replay: interrupted (SIGINT) after " << index << " packets of "
+              << path_text(o.capture_path) << ": every output holds those and is whole\n";
   for (const ScheduledChange& change : changes)
-    if (change.before >= index)
+    if (change.before >= index && !run.interrupted)
       std::cerr << "tricolor-replay: the change before packet " << change.before << " (" << quote(change.what, 200)
                 << ") was never applied: the capture has " << index << " packets\n";
-  if (truncated)
+  if (run.truncated)
     std::cerr << "tricolor-replay: " << path_text(o.capture_path) << ": reading stopped after " << index << " packets ("
               << run.stop_reason << "); the results cover what was read\n";
   if (writer) {
@@ -259,7 +334,7 @@ int run_program(Options& o) {
     print_table(**engine, std::cout);
     check_stdout();
   }
-  return 0;
+  return run.interrupted ? kExitInterrupted : 0;
 }
 
 }  // namespace

@@ -55,8 +55,12 @@ void write_csv_line(std::ostream& csv, std::uint64_t index, const Policy& p, con
 }  // namespace
 
 ReplayResult replay_capture(Engine& engine, CaptureReader& capture, CaptureWriter* forwarded, std::ostream* csv,
-                            std::span<const ScheduledChange> changes) {
+                            std::span<const ScheduledChange> changes, const ReplayControl& control) {
+  constexpr std::uint64_t kProgressBursts = 1024;  // a progress report about every 32 Ki records
+  constexpr std::uint64_t kRecordHeaderBytes = 16;  // pcap's; pcapng's blocks take a little more
   ReplayResult result;
+  ReplayProgress progress;
+  std::uint64_t bursts = 0;
   std::vector<CaptureRecord> records(kBurst);
   PacketView views[kBurst];
   Verdict verdicts[kBurst];
@@ -64,6 +68,14 @@ ReplayResult replay_capture(Engine& engine, CaptureReader& capture, CaptureWrite
   std::uint64_t first_ns = 0;  // the capture's first packet's time: the CSV's times start from it
   bool more = true;
   while (more) {
+    if (control.stop != nullptr && control.stop->load(std::memory_order_relaxed)) {
+      result.interrupted = true;
+      return result;
+    }
+    if (control.progress && ++bursts % kProgressBursts == 0) {
+      progress.records = result.records;
+      control.progress(progress);
+    }
     while (next_change < changes.size() && changes[next_change].before <= result.records) {
       const ScheduledChange& change = changes[next_change++];
       if (auto installed = engine.update(change.policy); !installed) {
@@ -82,6 +94,7 @@ ReplayResult replay_capture(Engine& engine, CaptureReader& capture, CaptureWrite
     if (result.records == 0) first_ns = records[0].timestamp_ns;
     for (std::size_t i = 0; i < pending; ++i) {
       CaptureRecord& r = records[i];
+      progress.capture_bytes += r.data.size() + kRecordHeaderBytes;
       views[i] = PacketView{r.data.data(), static_cast<std::uint32_t>(r.data.size()), r.wire_length, r.timestamp_ns,
                             r.interface, 0, false};
     }

@@ -3,6 +3,8 @@
 // whose clock is the capture (timestamps in ns, the engine's tick rate 1e9), writing the forwarded
 // packets (remarked where the policy says so) and one CSV line per packet. The program around it
 // (control/replay/tricolor_replay.cpp) reads the policy and the options and reports.
+#include <atomic>
+#include <functional>
 #include <cstdint>
 #include <ostream>
 #include <span>
@@ -23,6 +25,20 @@ struct ReplayResult {
   bool truncated = false;     // the capture stopped early
   std::string stop_reason;    // why, if it did
   bool change_refused = false;  // a scheduled change was refused: stop_reason says which and why
+  bool interrupted = false;     // ReplayControl::stop was set: the run ended after that burst
+};
+
+// How far a run has come, for a progress line.
+struct ReplayProgress {
+  std::uint64_t records = 0;
+  std::uint64_t capture_bytes = 0;  // about how much of the capture file: each record's bytes and header
+};
+
+// What the caller may do between bursts: stop the run (at SIGINT, say: what was processed is in the
+// outputs, each record whole) and be told how far it has come (about every 32 Ki records).
+struct ReplayControl {
+  const std::atomic<bool>* stop = nullptr;
+  std::function<void(const ReplayProgress&)> progress;
 };
 
 // A live change, as tricolord applies one: the policy installed (Engine::update) just before the
@@ -38,6 +54,6 @@ struct ScheduledChange {
 // `changes`, in order of `before`: a burst never spans one. A change the engine refuses stops the
 // run (stop_reason says why).
 ReplayResult replay_capture(Engine& engine, CaptureReader& capture, CaptureWriter* forwarded, std::ostream* csv,
-                            std::span<const ScheduledChange> changes = {});
+                            std::span<const ScheduledChange> changes = {}, const ReplayControl& control = {});
 
 }  // namespace tricolor::dataplane

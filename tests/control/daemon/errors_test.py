@@ -91,7 +91,7 @@ with tempfile.TemporaryDirectory(prefix="tricolord-errors-") as tmp:
     # for it is refused in tricolord's words (DPDK's own was "Not enough mbufs ... At least 5000 mbufs per
     # queue is required" and "cannot set up RX queue 0"); without --mbufs the pool is sized for it.
     replayed = os.path.join(tmp, "replayed.pcap")
-    frame = bytes.fromhex("020000000001020000000002080045000020000000004011000000000a000001"
+    frame = bytes.fromhex("02000000000102000000000208004500001c00000000401100000a000001"
                           "0a0000020035003500080000") + bytes(18)
     with open(replayed, "wb") as f:
         f.write(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"))
