@@ -266,7 +266,7 @@ int run_program(Options& o) {
 
   std::unique_ptr<CaptureWriter> writer;
   if (!o.out_path.empty()) {
-    auto opened = CaptureWriter::open(o.out_path);
+    auto opened = CaptureWriter::open(o.out_path, (*reader)->link_type());  // written back as it came
     if (!opened) fail(opened.error().message);
     writer = std::move(*opened);
   }

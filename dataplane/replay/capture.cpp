@@ -49,7 +49,6 @@ constexpr std::size_t kPcapLinkTypeOffset = 20;
 constexpr std::uint32_t kPcapLinkTypeMask = 0x03ffffff;
 constexpr std::uint32_t kPcapFcsUnitBytes = 2;  // the FCS length is in 16-bit words
 
-constexpr std::uint32_t kLinkTypeEthernet = 1;  // LINKTYPE_ETHERNET, DLT_EN10MB
 
 // pcapng block types and sizes: every block is type, total length, body, total length again.
 constexpr std::uint32_t kInterfaceDescriptionBlockType = 1;
@@ -143,11 +142,95 @@ int dlt_for_link_type(std::uint32_t link_type) {
   }
 }
 
-std::string describe_link_type(std::uint32_t link_type, int dlt) {
-  const char* name = pcap_datalink_val_to_name(dlt);
-  return "link type " + std::to_string(link_type) + " (" + (name != nullptr ? name : "unknown") +
-         ") is not Ethernet (link type " + std::to_string(kLinkTypeEthernet) +
-         "); only Ethernet captures are supported";
+std::uint32_t big_endian_u32(const std::uint8_t* bytes);
+
+std::string link_type_name(std::uint32_t link_type) {
+  const char* name = pcap_datalink_val_to_name(dlt_for_link_type(link_type));
+  return "link type " + std::to_string(link_type) + " (" + (name != nullptr ? name : "unknown") + ")";
+}
+
+std::string describe_link_type(std::uint32_t link_type, int /*dlt*/) {
+  return link_type_name(link_type) +
+         " is not one tricolor reads: Ethernet (1), LINUX_SLL (113), LINUX_SLL2 (276), RAW (101), IPV4 (228), "
+         "IPV6 (229), NULL (0) or LOOP (108)";
+}
+
+// The link types besides Ethernet that operators' captures come in, and how each is made an Ethernet
+// frame for the engine (capture.hpp).
+constexpr std::uint32_t kLinkTypeNull = 0;         // BSD loopback: the address family, host byte order
+constexpr std::uint32_t kLinkTypeLoop = 108;       // OpenBSD loopback: the same, network byte order
+constexpr std::uint32_t kLinkTypeLinuxSll = 113;   // Linux cooked v1: 16 bytes, the protocol last
+constexpr std::uint32_t kLinkTypeLinuxSll2 = 276;  // Linux cooked v2: 20 bytes, the protocol first
+constexpr std::uint32_t kLinkTypeIpv4 = 228;
+constexpr std::uint32_t kLinkTypeIpv6 = 229;
+constexpr std::uint16_t kEtherTypeIpv4 = 0x0800, kEtherTypeIpv6 = 0x86dd;
+constexpr std::size_t kEthernetHeaderBytes = 14, kEtherTypeOffset = 12;
+
+bool readable_link_type(std::uint32_t link_type) {
+  switch (link_type) {
+    case kLinkTypeEthernet: case kLinkTypeNull: case kLinkTypeLoop: case kLinkTypeLinuxSll:
+    case kLinkTypeLinuxSll2: case kLinkTypeRaw: case kLinkTypeIpv4: case kLinkTypeIpv6: return true;
+    default: return false;
+  }
+}
+
+std::size_t link_header_bytes(std::uint32_t link_type) {
+  switch (link_type) {
+    case kLinkTypeNull: case kLinkTypeLoop: return 4;
+    case kLinkTypeLinuxSll: return 16;
+    case kLinkTypeLinuxSll2: return 20;
+    default: return 0;  // raw IP
+  }
+}
+
+// A loopback header's address family: AF_INET is 2 everywhere; AF_INET6 is 10 (Linux), 24 (NetBSD,
+// OpenBSD), 28 (FreeBSD), 30 (macOS).
+std::uint16_t ether_type_of_family(std::uint32_t family) {
+  if (family == 2) return kEtherTypeIpv4;
+  if (family == 10 || family == 24 || family == 28 || family == 30) return kEtherTypeIpv6;
+  return 0;
+}
+
+// The Ethernet type a record's link-layer header names (`data`: the record's bytes, header first); 0
+// when it names none, or the header is cut short: the engine then takes the frame as not IP.
+std::uint16_t ether_type_of(std::uint32_t link_type, std::span<const std::uint8_t> data) {
+  const auto u16 = [&](std::size_t at) { return static_cast<std::uint16_t>(data[at] << 8 | data[at + 1]); };
+  if (data.size() < link_header_bytes(link_type)) return 0;
+  switch (link_type) {
+    case kLinkTypeLinuxSll: return u16(14);
+    case kLinkTypeLinuxSll2: return u16(0);
+    case kLinkTypeLoop: return ether_type_of_family(big_endian_u32(data.data()));
+    case kLinkTypeNull: {
+      // Host byte order of the capturing machine: a family fits 16 bits, so the other order shows.
+      const std::uint32_t family = big_endian_u32(data.data());
+      return ether_type_of_family(family > 0xffff ? __builtin_bswap32(family) : family);
+    }
+    case kLinkTypeIpv4: return kEtherTypeIpv4;
+    case kLinkTypeIpv6: return kEtherTypeIpv6;
+    case kLinkTypeRaw:
+      if (data.empty()) return 0;
+      return (data[0] >> 4) == 4 ? kEtherTypeIpv4 : (data[0] >> 4) == 6 ? kEtherTypeIpv6 : 0;
+    default: return 0;
+  }
+}
+
+// A record of a link type other than Ethernet, made an Ethernet frame in place (capture.hpp).
+void to_ethernet(std::uint32_t link_type, CaptureRecord& record) {
+  record.link_header.clear();
+  if (link_type == kLinkTypeEthernet) return;
+  const std::uint16_t ether_type = ether_type_of(link_type, record.data);
+  const std::size_t header = std::min(link_header_bytes(link_type), record.data.size());
+  record.link_header.assign(record.data.begin(), record.data.begin() + static_cast<std::ptrdiff_t>(header));
+  if (header > kEthernetHeaderBytes)
+    record.data.erase(record.data.begin(), record.data.begin() + static_cast<std::ptrdiff_t>(header - kEthernetHeaderBytes));
+  else
+    record.data.insert(record.data.begin(), kEthernetHeaderBytes - header, 0);
+  std::fill(record.data.begin(), record.data.begin() + kEtherTypeOffset, 0);
+  record.data[kEtherTypeOffset] = static_cast<std::uint8_t>(ether_type >> 8);
+  record.data[kEtherTypeOffset + 1] = static_cast<std::uint8_t>(ether_type);
+  record.wire_length = static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(UINT32_MAX, std::uint64_t{record.wire_length} - std::min<std::uint64_t>(record.wire_length, header) +
+                                              kEthernetHeaderBytes));
 }
 
 std::uint32_t big_endian_u32(const std::uint8_t* bytes) {
@@ -235,11 +318,12 @@ Expected<Input> open_memory(std::vector<std::uint8_t> bytes, const std::string& 
 
 class PcapReader final : public CaptureReader {
  public:
-  PcapReader(Input input, PcapPtr pcap, bool nanosecond_file, std::uint32_t fcs_length)
+  PcapReader(Input input, PcapPtr pcap, bool nanosecond_file, std::uint32_t fcs_length, std::uint32_t link_type)
       : input_(std::move(input)),
         pcap_(std::move(pcap)),
         nanosecond_file_(nanosecond_file),
-        fcs_length_(fcs_length) {}
+        fcs_length_(fcs_length),
+        link_type_(link_type) {}
 
   bool next(CaptureRecord& record) override {
     if (stopped_) {
@@ -270,18 +354,21 @@ class PcapReader final : public CaptureReader {
     record.data.assign(data, data + lengths.captured);
     record.wire_length = lengths.wire_length;
     record.interface = 0;
+    to_ethernet(link_type_, record);
     return true;
   }
 
   bool truncated() const override { return truncated_; }
   std::string stop_reason() const override { return stop_reason_; }
   CaptureFormat format() const override { return CaptureFormat::pcap; }
+  std::uint32_t link_type() const override { return link_type_; }
 
  private:
   Input input_;  // its FILE is owned by pcap_ (pcap_close closes it); the rest must outlive pcap_
   PcapPtr pcap_;
   bool nanosecond_file_;
   std::uint32_t fcs_length_;  // bytes at the end of every frame
+  std::uint32_t link_type_;
   bool stopped_ = false;
   bool truncated_ = false;
   std::string stop_reason_;
@@ -303,22 +390,21 @@ Expected<std::unique_ptr<CaptureReader>> open_pcap(Input input, const std::strin
   static_cast<void>(input.file.release());  // pcap_close closes it
   PcapPtr owned(pcap);
   const int dlt = pcap_datalink(pcap);
-  if (dlt != DLT_EN10MB) {
-    // libpcap succeeded, so the whole file header was there; name the file's own number.
-    std::uint32_t link_type = static_cast<std::uint32_t>(dlt);
-    if (header_length == kPcapFileHeaderLength) {
-      const ByteOrder order{magic == kPcapMicrosecondMagic || magic == kPcapNanosecondMagic};
-      link_type = order.u32(header.data() + kPcapLinkTypeOffset) & kPcapLinkTypeMask;
-    }
-    return capture_error(name, describe_link_type(link_type, dlt));
+  // libpcap succeeded, so the whole file header was there: the file's own LINKTYPE_ number.
+  std::uint32_t link_type = dlt == DLT_RAW ? kLinkTypeRaw : static_cast<std::uint32_t>(dlt);
+  if (header_length == kPcapFileHeaderLength) {
+    const ByteOrder order{magic == kPcapMicrosecondMagic || magic == kPcapNanosecondMagic};
+    link_type = order.u32(header.data() + kPcapLinkTypeOffset) & kPcapLinkTypeMask;
   }
+  if (!readable_link_type(link_type)) return capture_error(name, describe_link_type(link_type, dlt));
   // pcap_datalink_ext is the link-type word's upper half, as libpcap read it in the file's byte order;
   // without the "present" bit the FCS length is unknown, and LINKTYPE_ETHERNET frames have none.
   const auto extension = static_cast<std::uint32_t>(pcap_datalink_ext(pcap));
-  const std::uint32_t fcs_length =
-      LT_FCS_LENGTH_PRESENT(extension) != 0 ? LT_FCS_LENGTH(extension) * kPcapFcsUnitBytes : 0;
+  const std::uint32_t fcs_length = link_type == kLinkTypeEthernet && LT_FCS_LENGTH_PRESENT(extension) != 0
+                                       ? LT_FCS_LENGTH(extension) * kPcapFcsUnitBytes
+                                       : 0;
   return std::unique_ptr<CaptureReader>(
-      std::make_unique<PcapReader>(std::move(input), std::move(owned), nanosecond_file, fcs_length));
+      std::make_unique<PcapReader>(std::move(input), std::move(owned), nanosecond_file, fcs_length, link_type));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -455,6 +541,7 @@ class PcapngReader final : public CaptureReader {
   bool truncated() const override { return truncated_; }
   std::string stop_reason() const override { return truncated_ ? problem_ : std::string(); }
   CaptureFormat format() const override { return CaptureFormat::pcapng; }
+  std::uint32_t link_type() const override { return link_type_.value_or(kLinkTypeEthernet); }
 
  private:
   enum class Block { packet, other, end, bad, not_ethernet };
@@ -577,9 +664,17 @@ class PcapngReader final : public CaptureReader {
       return bad(std::move(*malformed));
     }
     interfaces_.push_back(interface);
-    if (interface.link_type != kLinkTypeEthernet) {
+    if (!readable_link_type(interface.link_type)) {
       problem_ = "interface " + std::to_string(interfaces_.size() - 1) + ": " +
                  describe_link_type(interface.link_type, dlt_for_link_type(interface.link_type));
+      return Block::not_ethernet;
+    }
+    // One link type for the whole capture: what --out writes back (a pcap has one).
+    if (!link_type_) link_type_ = interface.link_type;
+    if (*link_type_ != interface.link_type) {
+      problem_ = "interface " + std::to_string(interfaces_.size() - 1) + ": " + link_type_name(interface.link_type) +
+                 ", where an interface before it is " + link_type_name(*link_type_) +
+                 ": a capture of one link type is needed (editcap or tcpdump -i IFACE can make one)";
       return Block::not_ethernet;
     }
     return Block::other;
@@ -639,6 +734,7 @@ class PcapngReader final : public CaptureReader {
     record.wire_length = lengths.wire_length;
     record.interface = static_cast<std::uint16_t>(interface_id);
     record.data.resize(lengths.captured);
+    to_ethernet(link_type(), record);
     return Block::packet;
   }
 
@@ -670,6 +766,7 @@ class PcapngReader final : public CaptureReader {
     record.wire_length = lengths.wire_length;
     record.interface = 0;
     record.data.resize(lengths.captured);
+    to_ethernet(link_type(), record);
     return Block::packet;
   }
 
@@ -742,6 +839,7 @@ class PcapngReader final : public CaptureReader {
   Input input_;
   ByteOrder order_;
   std::vector<Interface> interfaces_;
+  std::optional<std::uint32_t> link_type_;  // every interface's, of every section (the first one's)
   std::vector<std::uint8_t> block_;  // an interface description's body, or a packet's options
   CaptureRecord pending_;            // the first packet, read by start()
   bool has_pending_ = false;
@@ -794,8 +892,8 @@ Expected<std::unique_ptr<CaptureReader>> open_input(Input input, const std::stri
 
 class PcapWriter final : public CaptureWriter {
  public:
-  PcapWriter(std::string path, PcapPtr dead, pcap_dumper_t* dumper)
-      : path_(std::move(path)), dead_(std::move(dead)), dumper_(dumper) {}
+  PcapWriter(std::string path, PcapPtr dead, pcap_dumper_t* dumper, std::uint32_t link_type)
+      : path_(std::move(path)), dead_(std::move(dead)), dumper_(dumper), link_type_(link_type) {}
 
   ~PcapWriter() override {
     if (dumper_ != nullptr) {
@@ -818,12 +916,21 @@ class PcapWriter final : public CaptureWriter {
     }
     header.ts.tv_sec = static_cast<time_t>(seconds & kPcapSecondsMask);
     header.ts.tv_usec = static_cast<suseconds_t>(record.timestamp_ns % kNanosecondsPerSecond);
+    // Not Ethernet: the record's own link-layer header back in place of the reader's 14 bytes.
+    std::span<const std::uint8_t> bytes = record.data;
+    std::uint64_t wire_length = record.wire_length;
+    if (link_type_ != kLinkTypeEthernet) {
+      const std::size_t ethernet = std::min(bytes.size(), kEthernetHeaderBytes);
+      frame_.assign(record.link_header.begin(), record.link_header.end());
+      frame_.insert(frame_.end(), bytes.begin() + static_cast<std::ptrdiff_t>(ethernet), bytes.end());
+      bytes = frame_;
+      wire_length = wire_length - std::min<std::uint64_t>(wire_length, kEthernetHeaderBytes) + record.link_header.size();
+    }
     // Longer frames are cut to the snapshot length so that libpcap can read the file back, and the
     // wire length is never below the captured length.
-    header.caplen = static_cast<bpf_u_int32>(
-        std::min<std::size_t>(record.data.size(), static_cast<std::size_t>(kWriterSnapLength)));
-    header.len = std::max(record.wire_length, header.caplen);
-    pcap_dump(reinterpret_cast<u_char*>(dumper_), &header, record.data.data());
+    header.caplen = static_cast<bpf_u_int32>(std::min<std::size_t>(bytes.size(), static_cast<std::size_t>(kWriterSnapLength)));
+    header.len = std::max(static_cast<bpf_u_int32>(std::min<std::uint64_t>(wire_length, UINT32_MAX)), header.caplen);
+    pcap_dump(reinterpret_cast<u_char*>(dumper_), &header, bytes.data());
     if (write_errno_ == 0 && std::ferror(pcap_dump_file(dumper_))) {
       write_errno_ = errno != 0 ? errno : EIO;
     }
@@ -854,6 +961,8 @@ class PcapWriter final : public CaptureWriter {
   std::string path_;
   PcapPtr dead_;
   pcap_dumper_t* dumper_;
+  std::uint32_t link_type_;
+  std::vector<std::uint8_t> frame_;  // a record with its own link-layer header, reused
   int write_errno_ = 0;
   OutOfRangeTimestamps out_of_range_;
 };
@@ -877,8 +986,11 @@ Expected<std::unique_ptr<CaptureReader>> CaptureReader::open_bytes(std::vector<s
   return open_input(std::move(input).value(), name);
 }
 
-Expected<std::unique_ptr<CaptureWriter>> CaptureWriter::open(const std::string& path) {
-  PcapPtr dead(pcap_open_dead_with_tstamp_precision(DLT_EN10MB, kWriterSnapLength, PCAP_TSTAMP_PRECISION_NANO));
+Expected<std::unique_ptr<CaptureWriter>> CaptureWriter::open(const std::string& path, std::uint32_t link_type) {
+  if (!readable_link_type(link_type))
+    return Error{path, "cannot write capture " + quote(path, kQuotePathMaxBytes) + ": " + describe_link_type(link_type, 0)};
+  PcapPtr dead(pcap_open_dead_with_tstamp_precision(dlt_for_link_type(link_type), kWriterSnapLength,
+                                                    PCAP_TSTAMP_PRECISION_NANO));
   if (!dead) {
     return Error{path, "cannot write capture " + quote(path, kQuotePathMaxBytes) + ": libpcap could not start a writer"};
   }
@@ -891,7 +1003,7 @@ Expected<std::unique_ptr<CaptureWriter>> CaptureWriter::open(const std::string& 
     }
     return Error{path, "cannot write capture " + quote(path, kQuotePathMaxBytes) + ": " + reason};
   }
-  return std::unique_ptr<CaptureWriter>(std::make_unique<PcapWriter>(path, std::move(dead), dumper));
+  return std::unique_ptr<CaptureWriter>(std::make_unique<PcapWriter>(path, std::move(dead), dumper, link_type));
 }
 
 }  // namespace tricolor::dataplane

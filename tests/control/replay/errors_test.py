@@ -77,9 +77,9 @@ not_capture = os.path.join(work, "text.pcap")
 with open(not_capture, "w") as f:
     f.write("hello, this is not a capture\n")
 expect("not a capture", run("--policy", policy, "--in", not_capture), 2, "text.pcap")
-raw = os.path.join(work, "raw.pcap")
-write_pcap(raw, [frame(0)], linktype=101)
-expect("not Ethernet", run("--policy", policy, "--in", raw), 2, "raw.pcap", "101")
+wifi = os.path.join(work, "wifi.pcap")
+write_pcap(wifi, [frame(0)], linktype=105)
+expect("a link type not read", run("--policy", policy, "--in", wifi), 2, "wifi.pcap", "link type 105 (IEEE802_11) is not one tricolor reads")
 expect("missing policy", run("--policy", os.path.join(work, "nope.policy"), "--in", capture), 2, "nope.policy")
 bad = os.path.join(work, "bad.policy")
 with open(bad, "w") as f:

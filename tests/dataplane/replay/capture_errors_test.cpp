@@ -63,46 +63,46 @@ TEST(CaptureOpen, RandomBytes) {
   expect_refused(Bytes{'h', 'e', 'l', 'l', 'o', '\n'}, "is not a pcap or pcapng capture (it starts with 0x68656c6c)");
 }
 
-TEST(CaptureOpen, PcapThatIsNotEthernet) {
+// A link type tricolor does not read (802.11, radiotap): refused, naming it and the ones it reads.
+constexpr std::uint32_t kWifi = 105, kRadiotap = 127;
+
+TEST(CaptureOpen, PcapOfALinkTypeNotRead) {
   for (const bool big_endian : {false, true}) {
     for (const bool nanosecond : {false, true}) {
-      PcapBuilder pcap(nanosecond, big_endian, kRawIp);
+      PcapBuilder pcap(nanosecond, big_endian, kWifi);
       pcap.record(1, 2, frame(20, 1), 20);
-      expect_refused(pcap.finish("raw").bytes,
-                     "link type 101 (RAW) is not Ethernet (link type 1); only Ethernet captures are supported");
+      expect_refused(pcap.finish("wifi").bytes,
+                     "link type 105 (IEEE802_11) is not one tricolor reads: Ethernet (1), LINUX_SLL (113), "
+                     "LINUX_SLL2 (276), RAW (101), IPV4 (228), IPV6 (229), NULL (0) or LOOP (108)");
     }
   }
-  PcapBuilder linux_cooked(false, false, 113);
-  expect_refused(linux_cooked.finish("sll").bytes, "link type 113 (LINUX_SLL) is not Ethernet");
+  PcapBuilder radiotap(false, false, kRadiotap);
+  expect_refused(radiotap.finish("radiotap").bytes, "link type 127 (IEEE802_11_RADIO) is not one tricolor reads");
 }
 
-TEST(CaptureOpen, PcapThatIsNotEthernetWithFcsBits) {
+TEST(CaptureOpen, PcapOfALinkTypeNotReadWithFcsBits) {
   // The FCS bits of the link-type word do not make a type Ethernet, and the error names the type
   // without them.
   for (const bool big_endian : {false, true}) {
-    for (const std::uint32_t word : {with_fcs(kRawIp, 4), with_fcs(kRawIp, 30), with_fcs(kRawIp, 0),
-                                     kRawIp | 0x20000000}) {
+    for (const std::uint32_t word : {with_fcs(kWifi, 4), with_fcs(kWifi, 30), with_fcs(kWifi, 0),
+                                     kWifi | 0x20000000}) {
       SCOPED_TRACE(word);
       PcapBuilder pcap(true, big_endian, word);
       pcap.record(1, 2, frame(20, 1), 20);
-      expect_refused(pcap.finish("raw").bytes,
-                     ": link type 101 (RAW) is not Ethernet (link type 1); only Ethernet "
-                     "captures are supported");
+      expect_refused(pcap.finish("wifi").bytes, ": link type 105 (IEEE802_11) is not one tricolor reads");
     }
-    PcapBuilder linux_cooked(false, big_endian, with_fcs(113, 4));
-    expect_refused(linux_cooked.finish("sll").bytes, ": link type 113 (LINUX_SLL) is not Ethernet");
+    PcapBuilder radiotap(false, big_endian, with_fcs(kRadiotap, 4));
+    expect_refused(radiotap.finish("radiotap").bytes, ": link type 127 (IEEE802_11_RADIO) is not one tricolor reads");
   }
 }
 
-TEST(CaptureOpen, PcapngInterfaceThatIsNotEthernet) {
+TEST(CaptureOpen, PcapngInterfaceOfALinkTypeNotRead) {
   for (const bool big_endian : {false, true}) {
     PcapngBuilder pcapng;
     pcapng.section(big_endian);
-    pcapng.interface(kRawIp);
+    pcapng.interface(kWifi);
     pcapng.enhanced(0, 1, frame(20, 1), 20, 1'000);
-    expect_refused(pcapng.bytes(),
-                   "interface 0: link type 101 (RAW) is not Ethernet (link type 1); only Ethernet captures are "
-                   "supported");
+    expect_refused(pcapng.bytes(), "interface 0: link type 105 (IEEE802_11) is not one tricolor reads");
   }
   // Any interface described before the first packet, in any section, is checked at open.
   PcapngBuilder second;
@@ -113,7 +113,8 @@ TEST(CaptureOpen, PcapngInterfaceThatIsNotEthernet) {
   second.interface();
   second.interface(113);
   second.enhanced(0, 1, frame(20, 1), 20, 1'000);
-  expect_refused(second.bytes(), "interface 1: link type 113 (LINUX_SLL) is not Ethernet");
+  expect_refused(second.bytes(), "interface 1: link type 113 (LINUX_SLL), where an interface before it is link type 1 "
+                                 "(EN10MB): a capture of one link type is needed");
 }
 
 TEST(CaptureOpen, PcapHeaderLibpcapRefuses) {
