@@ -1,4 +1,4 @@
-// Capture files. pcap is read and written by libpcap; pcapng is read by our own streaming reader so that
+// Reading captures. pcap is read by libpcap (written by capture_writer.cpp); pcapng by our own streaming reader so that
 // each packet's interface id is known. Both readers stream through a FILE (a file on disk, or fmemopen
 // over the caller's bytes), so neither reads a whole file into memory.
 //
@@ -14,7 +14,7 @@
 //   capture that ends cleanly between records ends with truncated() false.
 // - open() fails for what is wrong before the first record: a missing or unreadable file, a file that is
 //   not a capture, a pcap file header or first pcapng section header that is cut short or malformed, and
-//   a non-Ethernet link type (for pcapng: any interface described before the first packet).
+//   a link type not read (link_types.hpp; for pcapng: any interface described before the first packet).
 #include "dataplane/replay/capture.hpp"
 
 #include <pcap/pcap.h>
@@ -30,6 +30,7 @@
 #include <string_view>
 #include <utility>
 
+#include "dataplane/replay/link_types.hpp"
 #include "policer/quote.hpp"
 
 namespace tricolor::dataplane {
@@ -95,8 +96,6 @@ constexpr std::uint64_t kNanosecondsPerMicrosecond = 1'000;
 constexpr unsigned kNanosecondExponent = 9;
 constexpr unsigned kLargestUint64PowerOfTen = 19;
 
-constexpr int kWriterSnapLength = 262144;  // libpcap's largest Ethernet snapshot length
-constexpr std::uint64_t kPcapSecondsMask = 0xffffffff;  // pcap seconds are 32 bits
 
 constexpr std::size_t kReadBufferLength = 256 * 1024;  // fewer system calls than stdio's 4 KiB
 constexpr std::uint64_t kSkipBySeekingAbove = 64 * 1024;
@@ -123,114 +122,6 @@ std::string hex32(std::uint32_t value) {
   std::array<char, 16> text{};
   std::snprintf(text.data(), text.size(), "0x%08x", value);
   return text.data();
-}
-
-// pcapng carries LINKTYPE_ values; libpcap names DLT_ values. They are equal except for these, whose
-// DLT_ values differ between platforms.
-constexpr std::uint32_t kLinkTypeAtmRfc1483 = 100;
-constexpr std::uint32_t kLinkTypeRaw = 101;
-constexpr std::uint32_t kLinkTypeSlipBsdos = 102;
-constexpr std::uint32_t kLinkTypePppBsdos = 103;
-
-int dlt_for_link_type(std::uint32_t link_type) {
-  switch (link_type) {
-    case kLinkTypeAtmRfc1483: return DLT_ATM_RFC1483;
-    case kLinkTypeRaw: return DLT_RAW;
-    case kLinkTypeSlipBsdos: return DLT_SLIP_BSDOS;
-    case kLinkTypePppBsdos: return DLT_PPP_BSDOS;
-    default: return static_cast<int>(link_type);
-  }
-}
-
-std::uint32_t big_endian_u32(const std::uint8_t* bytes);
-
-std::string link_type_name(std::uint32_t link_type) {
-  const char* name = pcap_datalink_val_to_name(dlt_for_link_type(link_type));
-  return "link type " + std::to_string(link_type) + " (" + (name != nullptr ? name : "unknown") + ")";
-}
-
-std::string describe_link_type(std::uint32_t link_type, int /*dlt*/) {
-  return link_type_name(link_type) +
-         " is not one tricolor reads: Ethernet (1), LINUX_SLL (113), LINUX_SLL2 (276), RAW (101), IPV4 (228), "
-         "IPV6 (229), NULL (0) or LOOP (108)";
-}
-
-// The link types besides Ethernet that operators' captures come in, and how each is made an Ethernet
-// frame for the engine (capture.hpp).
-constexpr std::uint32_t kLinkTypeNull = 0;         // BSD loopback: the address family, host byte order
-constexpr std::uint32_t kLinkTypeLoop = 108;       // OpenBSD loopback: the same, network byte order
-constexpr std::uint32_t kLinkTypeLinuxSll = 113;   // Linux cooked v1: 16 bytes, the protocol last
-constexpr std::uint32_t kLinkTypeLinuxSll2 = 276;  // Linux cooked v2: 20 bytes, the protocol first
-constexpr std::uint32_t kLinkTypeIpv4 = 228;
-constexpr std::uint32_t kLinkTypeIpv6 = 229;
-constexpr std::uint16_t kEtherTypeIpv4 = 0x0800, kEtherTypeIpv6 = 0x86dd;
-constexpr std::size_t kEthernetHeaderBytes = 14, kEtherTypeOffset = 12;
-
-bool readable_link_type(std::uint32_t link_type) {
-  switch (link_type) {
-    case kLinkTypeEthernet: case kLinkTypeNull: case kLinkTypeLoop: case kLinkTypeLinuxSll:
-    case kLinkTypeLinuxSll2: case kLinkTypeRaw: case kLinkTypeIpv4: case kLinkTypeIpv6: return true;
-    default: return false;
-  }
-}
-
-std::size_t link_header_bytes(std::uint32_t link_type) {
-  switch (link_type) {
-    case kLinkTypeNull: case kLinkTypeLoop: return 4;
-    case kLinkTypeLinuxSll: return 16;
-    case kLinkTypeLinuxSll2: return 20;
-    default: return 0;  // raw IP
-  }
-}
-
-// A loopback header's address family: AF_INET is 2 everywhere; AF_INET6 is 10 (Linux), 24 (NetBSD,
-// OpenBSD), 28 (FreeBSD), 30 (macOS).
-std::uint16_t ether_type_of_family(std::uint32_t family) {
-  if (family == 2) return kEtherTypeIpv4;
-  if (family == 10 || family == 24 || family == 28 || family == 30) return kEtherTypeIpv6;
-  return 0;
-}
-
-// The Ethernet type a record's link-layer header names (`data`: the record's bytes, header first); 0
-// when it names none, or the header is cut short: the engine then takes the frame as not IP.
-std::uint16_t ether_type_of(std::uint32_t link_type, std::span<const std::uint8_t> data) {
-  const auto u16 = [&](std::size_t at) { return static_cast<std::uint16_t>(data[at] << 8 | data[at + 1]); };
-  if (data.size() < link_header_bytes(link_type)) return 0;
-  switch (link_type) {
-    case kLinkTypeLinuxSll: return u16(14);
-    case kLinkTypeLinuxSll2: return u16(0);
-    case kLinkTypeLoop: return ether_type_of_family(big_endian_u32(data.data()));
-    case kLinkTypeNull: {
-      // Host byte order of the capturing machine: a family fits 16 bits, so the other order shows.
-      const std::uint32_t family = big_endian_u32(data.data());
-      return ether_type_of_family(family > 0xffff ? __builtin_bswap32(family) : family);
-    }
-    case kLinkTypeIpv4: return kEtherTypeIpv4;
-    case kLinkTypeIpv6: return kEtherTypeIpv6;
-    case kLinkTypeRaw:
-      if (data.empty()) return 0;
-      return (data[0] >> 4) == 4 ? kEtherTypeIpv4 : (data[0] >> 4) == 6 ? kEtherTypeIpv6 : 0;
-    default: return 0;
-  }
-}
-
-// A record of a link type other than Ethernet, made an Ethernet frame in place (capture.hpp).
-void to_ethernet(std::uint32_t link_type, CaptureRecord& record) {
-  record.link_header.clear();
-  if (link_type == kLinkTypeEthernet) return;
-  const std::uint16_t ether_type = ether_type_of(link_type, record.data);
-  const std::size_t header = std::min(link_header_bytes(link_type), record.data.size());
-  record.link_header.assign(record.data.begin(), record.data.begin() + static_cast<std::ptrdiff_t>(header));
-  if (header > kEthernetHeaderBytes)
-    record.data.erase(record.data.begin(), record.data.begin() + static_cast<std::ptrdiff_t>(header - kEthernetHeaderBytes));
-  else
-    record.data.insert(record.data.begin(), kEthernetHeaderBytes - header, 0);
-  std::fill(record.data.begin(), record.data.begin() + kEtherTypeOffset, 0);
-  record.data[kEtherTypeOffset] = static_cast<std::uint8_t>(ether_type >> 8);
-  record.data[kEtherTypeOffset + 1] = static_cast<std::uint8_t>(ether_type);
-  record.wire_length = static_cast<std::uint32_t>(
-      std::min<std::uint64_t>(UINT32_MAX, std::uint64_t{record.wire_length} - std::min<std::uint64_t>(record.wire_length, header) +
-                                              kEthernetHeaderBytes));
 }
 
 std::uint32_t big_endian_u32(const std::uint8_t* bytes) {
@@ -354,7 +245,7 @@ class PcapReader final : public CaptureReader {
     record.data.assign(data, data + lengths.captured);
     record.wire_length = lengths.wire_length;
     record.interface = 0;
-    to_ethernet(link_type_, record);
+    link_types::to_ethernet(link_type_, record);
     return true;
   }
 
@@ -391,12 +282,12 @@ Expected<std::unique_ptr<CaptureReader>> open_pcap(Input input, const std::strin
   PcapPtr owned(pcap);
   const int dlt = pcap_datalink(pcap);
   // libpcap succeeded, so the whole file header was there: the file's own LINKTYPE_ number.
-  std::uint32_t link_type = dlt == DLT_RAW ? kLinkTypeRaw : static_cast<std::uint32_t>(dlt);
+  std::uint32_t link_type = dlt == DLT_RAW ? link_types::kRaw : static_cast<std::uint32_t>(dlt);
   if (header_length == kPcapFileHeaderLength) {
     const ByteOrder order{magic == kPcapMicrosecondMagic || magic == kPcapNanosecondMagic};
     link_type = order.u32(header.data() + kPcapLinkTypeOffset) & kPcapLinkTypeMask;
   }
-  if (!readable_link_type(link_type)) return capture_error(name, describe_link_type(link_type, dlt));
+  if (!link_types::readable(link_type)) return capture_error(name, link_types::refusal(link_type));
   // pcap_datalink_ext is the link-type word's upper half, as libpcap read it in the file's byte order;
   // without the "present" bit the FCS length is unknown, and LINKTYPE_ETHERNET frames have none.
   const auto extension = static_cast<std::uint32_t>(pcap_datalink_ext(pcap));
@@ -664,16 +555,16 @@ class PcapngReader final : public CaptureReader {
       return bad(std::move(*malformed));
     }
     interfaces_.push_back(interface);
-    if (!readable_link_type(interface.link_type)) {
+    if (!link_types::readable(interface.link_type)) {
       problem_ = "interface " + std::to_string(interfaces_.size() - 1) + ": " +
-                 describe_link_type(interface.link_type, dlt_for_link_type(interface.link_type));
+                 link_types::refusal(interface.link_type);
       return Block::not_ethernet;
     }
     // One link type for the whole capture: what --out writes back (a pcap has one).
     if (!link_type_) link_type_ = interface.link_type;
     if (*link_type_ != interface.link_type) {
-      problem_ = "interface " + std::to_string(interfaces_.size() - 1) + ": " + link_type_name(interface.link_type) +
-                 ", where an interface before it is " + link_type_name(*link_type_) +
+      problem_ = "interface " + std::to_string(interfaces_.size() - 1) + ": " + link_types::name(interface.link_type) +
+                 ", where an interface before it is " + link_types::name(*link_type_) +
                  ": a capture of one link type is needed (editcap or tcpdump -i IFACE can make one)";
       return Block::not_ethernet;
     }
@@ -734,7 +625,7 @@ class PcapngReader final : public CaptureReader {
     record.wire_length = lengths.wire_length;
     record.interface = static_cast<std::uint16_t>(interface_id);
     record.data.resize(lengths.captured);
-    to_ethernet(link_type(), record);
+    link_types::to_ethernet(link_type(), record);
     return Block::packet;
   }
 
@@ -766,7 +657,7 @@ class PcapngReader final : public CaptureReader {
     record.wire_length = lengths.wire_length;
     record.interface = 0;
     record.data.resize(lengths.captured);
-    to_ethernet(link_type(), record);
+    link_types::to_ethernet(link_type(), record);
     return Block::packet;
   }
 
@@ -888,85 +779,6 @@ Expected<std::unique_ptr<CaptureReader>> open_input(Input input, const std::stri
   }
 }
 
-// ---------------------------------------------------------------------------------------------------
-
-class PcapWriter final : public CaptureWriter {
- public:
-  PcapWriter(std::string path, PcapPtr dead, pcap_dumper_t* dumper, std::uint32_t link_type)
-      : path_(std::move(path)), dead_(std::move(dead)), dumper_(dumper), link_type_(link_type) {}
-
-  ~PcapWriter() override {
-    if (dumper_ != nullptr) {
-      pcap_dump_close(dumper_);
-    }
-  }
-
-  void write(const CaptureRecord& record) override {
-    if (dumper_ == nullptr) {
-      return;
-    }
-    pcap_pkthdr header{};
-    // pcap holds 32-bit seconds: times from 2106 on wrap around, and are counted for the caller to warn.
-    const std::uint64_t seconds = record.timestamp_ns / kNanosecondsPerSecond;
-    if (seconds > kPcapSecondsMask) {
-      if (out_of_range_.count == 0) {
-        out_of_range_.first_ns = record.timestamp_ns;
-      }
-      ++out_of_range_.count;
-    }
-    header.ts.tv_sec = static_cast<time_t>(seconds & kPcapSecondsMask);
-    header.ts.tv_usec = static_cast<suseconds_t>(record.timestamp_ns % kNanosecondsPerSecond);
-    // Not Ethernet: the record's own link-layer header back in place of the reader's 14 bytes.
-    std::span<const std::uint8_t> bytes = record.data;
-    std::uint64_t wire_length = record.wire_length;
-    if (link_type_ != kLinkTypeEthernet) {
-      const std::size_t ethernet = std::min(bytes.size(), kEthernetHeaderBytes);
-      frame_.assign(record.link_header.begin(), record.link_header.end());
-      frame_.insert(frame_.end(), bytes.begin() + static_cast<std::ptrdiff_t>(ethernet), bytes.end());
-      bytes = frame_;
-      wire_length = wire_length - std::min<std::uint64_t>(wire_length, kEthernetHeaderBytes) + record.link_header.size();
-    }
-    // Longer frames are cut to the snapshot length so that libpcap can read the file back, and the
-    // wire length is never below the captured length.
-    header.caplen = static_cast<bpf_u_int32>(std::min<std::size_t>(bytes.size(), static_cast<std::size_t>(kWriterSnapLength)));
-    header.len = std::max(static_cast<bpf_u_int32>(std::min<std::uint64_t>(wire_length, UINT32_MAX)), header.caplen);
-    pcap_dump(reinterpret_cast<u_char*>(dumper_), &header, bytes.data());
-    if (write_errno_ == 0 && std::ferror(pcap_dump_file(dumper_))) {
-      write_errno_ = errno != 0 ? errno : EIO;
-    }
-  }
-
-  OutOfRangeTimestamps out_of_range_timestamps() const override { return out_of_range_; }
-
-  Expected<bool> close() override {
-    if (dumper_ == nullptr) {
-      return Error{path_, "capture " + quote(path_, kQuotePathMaxBytes) + " is already closed"};
-    }
-    int error = write_errno_;
-    if (pcap_dump_flush(dumper_) != 0 && error == 0) {
-      error = errno != 0 ? errno : EIO;
-    }
-    if (std::ferror(pcap_dump_file(dumper_)) && error == 0) {
-      error = EIO;
-    }
-    pcap_dump_close(dumper_);
-    dumper_ = nullptr;
-    if (error != 0) {
-      return Error{path_, "cannot write capture " + quote(path_, kQuotePathMaxBytes) + ": " + std::strerror(error)};
-    }
-    return true;
-  }
-
- private:
-  std::string path_;
-  PcapPtr dead_;
-  pcap_dumper_t* dumper_;
-  std::uint32_t link_type_;
-  std::vector<std::uint8_t> frame_;  // a record with its own link-layer header, reused
-  int write_errno_ = 0;
-  OutOfRangeTimestamps out_of_range_;
-};
-
 }  // namespace
 
 Expected<std::unique_ptr<CaptureReader>> CaptureReader::open(const std::string& path) {
@@ -986,24 +798,5 @@ Expected<std::unique_ptr<CaptureReader>> CaptureReader::open_bytes(std::vector<s
   return open_input(std::move(input).value(), name);
 }
 
-Expected<std::unique_ptr<CaptureWriter>> CaptureWriter::open(const std::string& path, std::uint32_t link_type) {
-  if (!readable_link_type(link_type))
-    return Error{path, "cannot write capture " + quote(path, kQuotePathMaxBytes) + ": " + describe_link_type(link_type, 0)};
-  PcapPtr dead(pcap_open_dead_with_tstamp_precision(dlt_for_link_type(link_type), kWriterSnapLength,
-                                                    PCAP_TSTAMP_PRECISION_NANO));
-  if (!dead) {
-    return Error{path, "cannot write capture " + quote(path, kQuotePathMaxBytes) + ": libpcap could not start a writer"};
-  }
-  pcap_dumper_t* dumper = pcap_dump_open(dead.get(), path.c_str());
-  if (dumper == nullptr) {
-    // libpcap's message starts with the path; say it once.
-    std::string reason = pcap_geterr(dead.get());
-    if (reason.starts_with(path + ": ")) {
-      reason.erase(0, path.size() + 2);
-    }
-    return Error{path, "cannot write capture " + quote(path, kQuotePathMaxBytes) + ": " + reason};
-  }
-  return std::unique_ptr<CaptureWriter>(std::make_unique<PcapWriter>(path, std::move(dead), dumper, link_type));
-}
 
 }  // namespace tricolor::dataplane
