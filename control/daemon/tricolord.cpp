@@ -549,7 +549,7 @@ int run(int argc, char** argv) {
   const std::uint64_t handoff_slots = workers > 1 ? std::uint64_t{workers} * (workers - 1) * o.handoff_ring : 0;
   // What the captures hold is certain; the queues of virtual ports (net_pcap's have no descriptors)
   // may take far less than a NIC's, so only the captures and the workers' bursts are required here.
-  const std::uint64_t least = capture_mbufs + 2 * ports.size() * std::uint64_t{rte_lcore_count()} * Forwarder::kBurst;
+  const std::uint64_t least = capture_mbufs + mbufs_in_bursts(ports.size(), rte_lcore_count());
   if (o.mbufs != 0 && capture_mbufs != 0 && o.mbufs < least) {
     std::string held;
     for (const control::ReplayedCapture& c : *captures)

@@ -63,6 +63,8 @@ int port_socket(std::uint16_t port);  // its NUMA socket, 0 when it does not say
 // what its driver holds instead: net_af_xdp's fill queue), plus what the workers hold in flight
 // (bursts), the pool's per-lcore caches and `held` more (the rings between workers, net_pcap's
 // infinite_rx captures).
+// What the lcores hold in flight at most: each one's receive burst per port and its transmit copy.
+std::uint64_t mbufs_in_bursts(std::size_t ports, unsigned lcores);
 std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptions& options, unsigned lcores,
                            std::uint64_t held = 0);
 

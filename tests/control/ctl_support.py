@@ -57,14 +57,16 @@ def file_prefix(name):
 
 
 def start_daemon(name, policy, sock, vdevs=("net_null0",), extra=(), duration=120, stdout=subprocess.DEVNULL,
-                 telemetry=False):
+                 telemetry=False, env=None):
     """tricolord on lcores 0,1 (--no-huge, its own --file-prefix), the given ports and socket, DPDK
-    telemetry off unless asked; it ends by itself after `duration` seconds if the test dies."""
+    telemetry off unless asked, `env` added to the environment; it ends by itself after `duration`
+    seconds if the test dies."""
     args = [tricolord, "-l", "0,1", "--no-huge", "-m", "512", "--no-pci", *([] if telemetry else ["--no-telemetry"]),
             f"--file-prefix={file_prefix(name)}", "--log-level=lib.eal:warning",
             *(f"--vdev={v}" for v in vdevs),
             "--", "--policy", policy, "--socket", sock, "--duration", str(duration), *extra]
-    return subprocess.Popen(args, stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    return subprocess.Popen(args, stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            env=None if env is None else dict(os.environ, **env))
 
 
 def wait_for(sock, daemon, limit_s=30):

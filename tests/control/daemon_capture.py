@@ -97,10 +97,10 @@ def frame(rng, t):
     return MAC_DST + MAC_SRC + b"\x08\x06" + bytes(28)  # ARP: not IP
 
 
-def write_pcap(path, packets, start_us=1_767_225_600_000_000):
-    """packets: (offset in microseconds, frame bytes), in time order."""
+def write_pcap(path, packets, start_us=1_767_225_600_000_000, link_type=1):
+    """packets: (offset in microseconds, frame bytes), in time order; frames of link_type (Ethernet)."""
     with open(path, "wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, link_type))
         for offset_us, data in packets:
             t = start_us + offset_us
             f.write(struct.pack("<IIII", t // 1_000_000, t % 1_000_000, len(data), len(data)))

@@ -11,15 +11,11 @@ import re
 import subprocess
 import sys
 
-build_root, source_root = (os.path.abspath(a) for a in sys.argv[1:3])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ctl_support import build_root, expect, finish  # noqa: E402
+
+source_root = os.path.abspath(sys.argv[2])
 control = os.path.join(build_root, "control")
-failures = []
-
-
-def expect(what, condition, detail=""):
-    print(("ok   " if condition else "FAIL ") + what + ("" if condition else f": {detail}"))
-    if not condition:
-        failures.append(what)
 
 
 def rendered(page):
@@ -71,7 +67,4 @@ policy_text = texts["tricolor-policy.5"]
 missing = [k for k in keywords if not re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", policy_text)]
 expect(f"tricolor-policy.5: each of the language's {len(keywords)} keywords", len(keywords) > 60 and not missing, missing)
 
-if failures:
-    print(f"{len(failures)} failures: {failures}")
-    sys.exit(1)
-print("all checks passed")
+finish()

@@ -9,6 +9,8 @@
 - SIGHUP reloads the policy file whole or not at all: a rate change is installed (a new generation,
   the new rate shown); a file with an error changes nothing, its line and token are said on stderr and
   in the STATUS= line, and the daemon goes on; `tricolorctl reload` does the same and says so.
+- A FIFO, a link to a device or a directory in the policy file's place: a reload refuses it at once (the
+  control loop never blocks on it) and nothing changes.
 - A start that fails after making its socket (a port that does not exist) removes the socket file.
 - Bash completion (control/ctl/tricolor.bash-completion): tricolorctl's commands, and the running
   daemon's rule and profile names where a command takes one; tricolord's own options after `--`.
@@ -29,8 +31,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from ctl_support import (build_root, ctl, expect, file_prefix, finish, stop_daemon, tricolor_replay,  # noqa: E402
-                         tricolorctl, tricolord, wait_for)
+from ctl_support import (build_root, ctl, expect, file_prefix, finish, start_daemon, stop_daemon,  # noqa: E402
+                         tricolor_replay, tricolorctl, tricolord, wait_for)
 
 source_root = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 POLICY = "profile add p 1r2c cir 1mbit cbs 10k\nrule add all dst 10.0.0.0/8 profile p\n"
@@ -94,15 +96,6 @@ def versions():
     return project
 
 
-def start(workdir, policy, sock, env_extra, name):
-    env = dict(os.environ, **env_extra)
-    args = [tricolord, "-l", "0,1", "--no-huge", "-m", "512", "--no-pci", "--no-telemetry",
-            f"--file-prefix={file_prefix(name)}", "--log-level=lib.eal:warning", "--vdev=net_null0",
-            "--", "--policy", policy, "--socket", sock, "--duration", "120"]
-    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            text=True, env=env)
-
-
 def profile_line(sock):
     code, out, _ = ctl(sock, "profile", "list")
     return out.strip() if code == 0 else f"(exit {code})"
@@ -143,8 +136,8 @@ def service(workdir, version):
     open(policy, "w").write(POLICY)
     sock = os.path.join(workdir, "ctl.sock")
     notify = NotifyListener(os.path.join(workdir, "notify.sock"))
-    daemon = start(workdir, policy, sock, {"NOTIFY_SOCKET": os.path.join(workdir, "notify.sock"),
-                                           "WATCHDOG_USEC": "200000"}, "service")
+    daemon = start_daemon("service", policy, sock, env={"NOTIFY_SOCKET": os.path.join(workdir, "notify.sock"),
+                                                        "WATCHDOG_USEC": "200000"})
     stderr = ""
     try:
         ready = notify.wait("READY")
@@ -203,6 +196,25 @@ def service(workdir, version):
         code, out, err = ctl(sock, "reload")
         expect("tricolorctl reload of the same file: nothing to change, no new generation",
                code == 0 and "the same policy as running" in out and generation(sock) == 3, (code, out, err))
+        # Hostile files where the policy was: a FIFO (no writer: opening it must not block the control
+        # loop), a link to a device, a directory. Each refused at once, nothing changed.
+        for kind in ("fifo", "device", "directory"):
+            os.rename(policy, policy + ".kept")
+            if kind == "fifo":
+                os.mkfifo(policy)
+            elif kind == "device":
+                os.symlink("/dev/zero", policy)
+            else:
+                os.mkdir(policy)
+            started = time.monotonic()
+            code, out, err = ctl(sock, "reload", timeout=10)
+            took = time.monotonic() - started
+            (os.rmdir if kind == "directory" else os.remove)(policy)
+            os.rename(policy + ".kept", policy)
+            expect(f"tricolorctl reload of a {kind} in the policy's place: refused at once, saying what it is",
+                   code == 2 and "not a policy file" in err and took < 5, (code, err, took))
+            expect(f"after the {kind}: the daemon runs the same policy", generation(sock) == 3 and
+                   profile_line(sock) == "profile add p 1r2c cir 5mbit cbs 10k")
         code, out, err = ctl(sock, "reload", "now")
         expect("tricolorctl reload now: refused, it takes no word", code == 2 and "takes nothing after it" in err, err)
 

@@ -16,6 +16,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from daemon_capture import checksum, ether, ipv4, ipv6, l4, read_pcap_frames, write_pcap  # noqa: E402
+
 replay = sys.argv[1]
 failures = []
 
@@ -26,28 +29,13 @@ def expect(what, condition, detail=""):
         failures.append(what)
 
 
-def checksum(header):
-    total = sum(struct.unpack(f">{len(header) // 2}H", header))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return (~total) & 0xFFFF
+def ipv4_packet(i, length=80):
+    return ipv4([192, 0, 2, 1 + i % 3], [10, 0, 0, 1], 17, 0, l4(17, 1000 + i, 53, length - 28))
 
 
-def ipv4(i, length=80):
-    payload = bytes(length - 28)
-    udp = struct.pack(">HHHH", 1000 + i, 53, 8 + len(payload), 0)
-    header = struct.pack(">BBHHHBBH4s4s", 0x45, 0, length, i, 0, 64, 17, 0, bytes([192, 0, 2, 1 + i % 3]),
-                         bytes([10, 0, 0, 1]))
-    header = header[:10] + struct.pack(">H", checksum(header)) + header[12:]
-    return header + udp + payload
-
-
-def ipv6(i, length=100):
-    payload = bytes(length - 48)
-    udp = struct.pack(">HHHH", 2000 + i, 53, 8 + len(payload), 0)
-    header = struct.pack(">IHBB16s16s", 6 << 28, 8 + len(payload), 17, 64, bytes.fromhex("20010db8" + "00" * 11 + "02"),
-                         bytes.fromhex("20010db8" + "00" * 11 + "01"))
-    return header + udp + payload
+def ipv6_packet(i, length=100):
+    return ipv6(bytes.fromhex("20010db8" + "00" * 11 + "02"), bytes.fromhex("20010db8" + "00" * 11 + "01"), 17, 0,
+                l4(17, 2000 + i, 53, length - 48))
 
 
 AF_INET6 = {"linux": 10, "freebsd": 28}
@@ -69,23 +57,9 @@ def link_header(link_type, version, ether_type=None):
     return b""  # RAW, IPV4, IPV6
 
 
-def write_pcap(path, link_type, frames):
-    with open(path, "wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, link_type))
-        for i, frame in enumerate(frames):
-            ns = 1_000_000 + i * 1_000  # 1 us apart
-            f.write(struct.pack("<IIII", ns // 10**9, ns % 10**9, len(frame), len(frame)) + frame)
-
-
 def read_pcap(path):
-    data = open(path, "rb").read()
-    link_type = struct.unpack_from("<I", data, 20)[0]
-    at, frames = 24, []
-    while at < len(data):
-        caplen = struct.unpack_from("<I", data, at + 8)[0]
-        frames.append(data[at + 16:at + 16 + caplen])
-        at += 16 + caplen
-    return link_type, frames
+    """The link type of a pcap, and its frames."""
+    return struct.unpack_from("<I", open(path, "rb").read(24), 20)[0], read_pcap_frames(path)
 
 
 POLICY = """profile add p 1r2c cir 200kbit cbs 2k
@@ -101,23 +75,22 @@ with tempfile.TemporaryDirectory(prefix="tricolor-link-types-") as tmp:
 
     def run(name, link_type, frames):
         files = {k: os.path.join(tmp, f"{name}.{k}") for k in ("in", "out", "csv", "json")}
-        write_pcap(files["in"], link_type, frames)
+        write_pcap(files["in"], [(i, frame) for i, frame in enumerate(frames)], link_type=link_type)
         r = subprocess.run([replay, "--policy", policy, "--in", files["in"], "--out", files["out"], "--csv", files["csv"],
                             "--json", files["json"]], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         return r, files
 
     for link_type, name, versions in CASES:
-        packets = [(ipv4(i) if versions[i % len(versions)] == 4 else ipv6(i)) for i in range(60)]
+        packets = [(ipv4_packet(i) if versions[i % len(versions)] == 4 else ipv6_packet(i)) for i in range(60)]
         versions_of = [versions[i % len(versions)] for i in range(60)]
-        ethernet = [bytes.fromhex("020000000001020000000002") + struct.pack(">H", ETHERTYPE[v]) + p
-                    for v, p in zip(versions_of, packets)]
+        ethernet = [ether(p, ETHERTYPE[v]) for v, p in zip(versions_of, packets)]
         theirs = [link_header(link_type, v) + p for v, p in zip(versions_of, packets)]
         # What is not IP: an ARP frame (cooked), an unknown family (loopback), a raw packet of version 5.
         not_ip = []
         if link_type in (113, 276):
             not_ip = [link_header(link_type, 4, ether_type=0x0806) + bytes(28)]
         elif link_type in (0, 108):
-            not_ip = [link_header(link_type, 4, ether_type=0) + ipv4(99)]
+            not_ip = [link_header(link_type, 4, ether_type=0) + ipv4_packet(99)]
         elif link_type == 101:
             not_ip = [bytes([0x50]) + bytes(39)]
         r_eth, eth = run(f"{name}-ethernet", 1, ethernet)
