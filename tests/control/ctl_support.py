@@ -6,9 +6,11 @@ Each test is run by meson as `TEST.py BUILD_ROOT`.
 import json
 import os
 import signal
+import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 build_root = os.path.abspath(sys.argv[1])  # absolute: a test may run a program in another folder
@@ -117,3 +119,44 @@ def raw_reply(conn, timeout=10):
         return None
     body = recv_exact(conn, struct.unpack("!I", header)[0])
     return None if body is None else json.loads(body)
+
+
+class NotifyListener:
+    """The service manager's end of $NOTIFY_SOCKET: every datagram, with the time it came."""
+
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.sock.settimeout(0.2)
+        self.messages = []  # (monotonic time, {key: value})
+        self.lock = threading.Lock()
+        self.running = True
+        self.thread = threading.Thread(target=self.read, daemon=True)
+        self.thread.start()
+
+    def read(self):
+        while self.running:
+            try:
+                data = self.sock.recv(4096)
+            except socket.timeout:
+                continue
+            fields = dict(line.split("=", 1) for line in data.decode().split("\n") if "=" in line)
+            with self.lock:
+                self.messages.append((time.monotonic(), fields))
+
+    def having(self, key, since=0.0):
+        with self.lock:
+            return [(t, m) for t, m in self.messages if key in m and t >= since]
+
+    def wait(self, key, since=0.0, limit_s=20):
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            if found := self.having(key, since):
+                return found[0]
+            time.sleep(0.05)
+        return None
+
+    def close(self):
+        self.running = False
+        self.thread.join()
+        self.sock.close()

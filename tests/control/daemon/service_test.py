@@ -23,60 +23,17 @@ Run by meson: service_test.py BUILD_ROOT.
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from ctl_support import (build_root, ctl, expect, file_prefix, finish, start_daemon, stop_daemon,  # noqa: E402
-                         tricolor_replay, tricolorctl, tricolord, wait_for)
+from ctl_support import (NotifyListener, build_root, ctl, expect, file_prefix, finish, start_daemon,  # noqa: E402
+                         stop_daemon, tricolor_replay, tricolorctl, tricolord, wait_for)
 
 source_root = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 POLICY = "profile add p 1r2c cir 1mbit cbs 10k\nrule add all dst 10.0.0.0/8 profile p\n"
-
-
-class NotifyListener:
-    """The service manager's end of $NOTIFY_SOCKET: every datagram, with the time it came."""
-
-    def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(path)
-        self.sock.settimeout(0.2)
-        self.messages = []  # (monotonic time, {key: value})
-        self.lock = threading.Lock()
-        self.running = True
-        self.thread = threading.Thread(target=self.read, daemon=True)
-        self.thread.start()
-
-    def read(self):
-        while self.running:
-            try:
-                data = self.sock.recv(4096)
-            except socket.timeout:
-                continue
-            fields = dict(line.split("=", 1) for line in data.decode().split("\n") if "=" in line)
-            with self.lock:
-                self.messages.append((time.monotonic(), fields))
-
-    def having(self, key, since=0.0):
-        with self.lock:
-            return [(t, m) for t, m in self.messages if key in m and t >= since]
-
-    def wait(self, key, since=0.0, limit_s=20):
-        deadline = time.monotonic() + limit_s
-        while time.monotonic() < deadline:
-            if found := self.having(key, since):
-                return found[0]
-            time.sleep(0.05)
-        return None
-
-    def close(self):
-        self.running = False
-        self.thread.join()
-        self.sock.close()
 
 
 def versions():
