@@ -103,8 +103,18 @@ def the_package(workdir):
     deb = max(debs, key=os.path.getmtime)
     listing = run(["dpkg-deb", "-c", deb]).stdout
     listed = sorted(line.split()[-1][1:] for line in listing.splitlines() if not line.startswith("d"))
+    # debian/tricolor.docs: the README and the reference pages (dh_installdocs compresses the large ones).
+    docs = [line.strip() for line in open(os.path.join(source_root, "debian", "tricolor.docs")) if line.strip()]
+    expect("debian/tricolor.docs: the README and every reference page in doc/",
+           sorted(docs) == sorted(["README.md"] + ["doc/" + p for p in os.listdir(os.path.join(source_root, "doc"))
+                                                   if p.endswith(".md") and p != "README.md"]), docs)
+    doc_files = [re.sub(r"\.gz$", "", f) for f in listed if f.startswith("/usr/share/doc/tricolor/")]
     wanted = sorted(expected_files(DEBIAN_DIRS, man_suffix=".gz") +
-                    ["/usr/share/doc/tricolor/changelog.gz", "/usr/share/doc/tricolor/copyright"])
+                    ["/usr/share/doc/tricolor/changelog.gz", "/usr/share/doc/tricolor/copyright"] +
+                    [f for f in listed if f.startswith("/usr/share/doc/tricolor/") and f.endswith((".md", ".md.gz"))])
+    expect("the package holds the README and the reference pages in /usr/share/doc/tricolor",
+           sorted(os.path.basename(f) for f in doc_files if f.endswith(".md")) == sorted(os.path.basename(d) for d in docs),
+           doc_files)
     expect(f"dpkg-deb -c {os.path.basename(deb)}: the files laid out for Debian 12, nothing else", listed == wanted, (listed, wanted))
     fields = dict(re.findall(r"^(\S+): (.*)$", run(["dpkg-deb", "-f", deb]).stdout, re.M))
     expect("the package's version is the project's", fields.get("Version") == version, fields)

@@ -59,7 +59,7 @@ const std::vector<std::string> kCommands = [] {
   return all;
 }();
 const std::vector<std::string> kVerbs(detail::kObjectVerbs.begin(), detail::kObjectVerbs.end());
-// The clauses of a rule's body (README, "Rules"), in the order show prints them.
+// The clauses of a rule's body (doc/language.md, "Rules"), in the order show prints them.
 const std::vector<std::string> kClauses{"port",     "vlan",     "src",    "dst",    "proto",  "sport",
                                         "dport",    "dscp",     "profile", "per",   "timeout", "capacity",
                                         "fallback", "parent",   "input",  "length", "green",  "yellow",

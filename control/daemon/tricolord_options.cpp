@@ -49,9 +49,9 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
   --max-classifier-entries N   the policy's limit of classifier entries (default 131072)
   --classifier-scan-entries N  up to N entries: compared in order, no trie (default 16; 0: never scanned)
   --classifier-no-hash  rules that all match the same fields the same way are scanned or put in a trie
-                        like any others, not hashed (for comparison; see the README)
+                        like any others, not hashed (for comparison; see doc/engine.md)
   --flow-cache-entries N  each worker's exact-match flow cache in front of the classifier: N entries of
-                        64 B (a power of two, 2 to 16777216; default 0: none; see the README)
+                        64 B (a power of two, 2 to 16777216; default 0: none; see doc/benchmarks.md)
   --handoff-ring N      mbufs each ring between two workers holds (default 1024; a power of two)
   --dump-keys FILE      at the stop, write every live key (JSON lines: rule, key, worker, counters)
   --socket PATH         the control socket tricolorctl talks to (default /run/tricolor/tricolor.sock)

@@ -1,6 +1,6 @@
 #pragma once
 // The command language: one grammar for the startup config file and the control socket. Each line is
-// one command. See the README's "Command language" section for the grammar.
+// one command. See the doc/language.md for the grammar.
 #include <string>
 #include <string_view>
 

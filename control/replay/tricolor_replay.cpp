@@ -351,13 +351,13 @@ int main(int argc, char** argv) {
   app.add_flag("--all-keys", o.all_keys, "per-key rules: list every live key in the JSON");
   app.add_option("--max-classifier-entries", o.max_classifier_entries,
                  "refuse a policy whose rules expand to more classifier entries than this (default " +
-                     std::to_string(kDefaultMaxClassifierEntries) + "; see the README)");
+                     std::to_string(kDefaultMaxClassifierEntries) + "; see doc/engine.md)");
   app.add_option("--classifier-scan-entries", o.classifier_scan_entries,
                  "a policy of at most this many classifier entries is compared with each packet in rule order "
                  "instead of put in a trie (default " + std::to_string(kDefaultScanEntries) + "; 0: never scanned)");
   app.add_flag("--classifier-no-hash", o.classifier_no_hash,
                "a policy whose rules all match the same fields the same way is scanned or put in a trie like any "
-               "other, not hashed (for comparison; see the README)");
+               "other, not hashed (for comparison; see doc/engine.md)");
   app.add_option("--flow-cache-entries", o.flow_cache_entries,
                  "an exact-match flow cache of this many entries (a power of two) in front of the classifier, as "
                  "tricolord's workers take it (default 0: none)");

@@ -46,7 +46,7 @@ inline constexpr std::size_t kMaxEntriesPerRule = 65536;
 // build time and memory grow with the entries, and with their shape: the worst shape measured (as
 // many disjoint source ports as a rule can have, crossed with DSCP blocks) takes about 5 KiB and
 // 30 us per entry, so ~4 s and a 640 MiB peak at this many, 5 GiB at 1 Mi; 10 Ki operator-like rules
-// are 12 790 entries (README, "Classifier limits"; bench/classify_bench.cpp, BM_build).
+// are 12 790 entries (doc/benchmarks.md, "Classifier limits"; bench/classify_bench.cpp, BM_build).
 inline constexpr std::size_t kDefaultMaxClassifierEntries = 131072;
 
 // Up to this many entries (both families), a rule set is scanned instead of put in a trie. Measured

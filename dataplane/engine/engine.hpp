@@ -16,8 +16,8 @@
 // memory) is made aside first; then the new set is published, and the old one retired. Meters and
 // counters belong to rule names, not to a set: a rule that keeps its name keeps its meters' levels and
 // its counters. A change takes effect, for each worker, at the tick of the first burst it processes
-// under the new set; meters that were not checked since catch up at their next check (README, "Live
-// change"). A change of rates only (no match changed) reuses the classifier.
+// under the new set; meters that were not checked since catch up at their next check (doc/engine.md, "When a
+// change takes effect"). A change of rates only (no match changed) reuses the classifier.
 //
 // Threads: one control thread calls update(), reclaim() and the readers; worker w calls
 // worker(w).process() and quiescent(). tricolor-replay and the tests drive one worker on the control

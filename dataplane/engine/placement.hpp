@@ -1,6 +1,6 @@
 #pragma once
 // Where a rule's meters run when the daemon has several workers, so that all of them together never
-// admit more than one meter seeing the same packets would (README, "Workers").
+// admit more than one meter seeing the same packets would (doc/tricolord.md, "Several workers").
 //
 //   - A rule without per-key meters (an aggregate), and every parent, has one meter in the shared form
 //     (policer/shared_meter.hpp): each worker checks it for the packets it received, one critical

@@ -9,7 +9,7 @@
 // meters (aggregate, parent) and each worker's counters and key table for the rule, all owned by the
 // control side's registry of rules by name.
 //
-// Live changes (README, "Live change"): a change takes effect, for a worker, at the tick of the first
+// Live changes (doc/engine.md, "When a change takes effect"): a change takes effect, for a worker, at the tick of the first
 // burst it processes under the set that brought it. A meter that has not been checked since then
 // catches up at its next check: every change it missed is applied in order, each at its own tick, from
 // a copy of the profile it replaced (ProfileHistory), so that two changes between two packets of an

@@ -62,7 +62,7 @@ class ReferenceMeter {
   std::uint64_t now() const { return now_; }
   const RefParams& params() const { return p_; }
 
-  // A live change of parameters at time t (README, "Live change"): levels are brought to t at the old
+  // A live change of parameters at time t (doc/meters.md, "Live change"): levels are brought to t at the old
   // parameters, clamped to the new sizes, and credited at the new rates from t on; another algorithm or
   // unit starts full. Written as a new meter created at t whose buckets start at the kept levels.
   void change(const RefParams& to, std::uint64_t t) {

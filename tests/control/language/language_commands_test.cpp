@@ -454,10 +454,10 @@ TEST(LanguageLoad, AlreadyExistingNamesInTheBaseAreErrors) {
   EXPECT_EQ(loaded.error().message, "line 1: 'gold': a profile named gold already exists");
 }
 
-// ---- one vocabulary: the language, the shell's completion and the README ---------------------------
+// ---- one vocabulary: the language, the shell's completion and doc/language.md ------------------------
 
 // Every verb of every object command runs (the shell completes each of them from the same list), and
-// the README's grammar lists each.
+// doc/language.md's grammar lists each.
 TEST(LanguageVocabulary, EveryObjectVerbRunsAndTheReadmeListsIt) {
   Policy policy = must_load("profile add p srtcm cir 1mbit cbs 1k\n");
   // A line for each object and verb that succeeds on `policy` as the previous ones left it.
@@ -472,10 +472,10 @@ TEST(LanguageVocabulary, EveryObjectVerbRunsAndTheReadmeListsIt) {
   };
   std::string readme;
   {
-    std::ifstream file(std::string(TRICOLOR_SOURCE_ROOT) + "/README.md");
+    std::ifstream file(std::string(TRICOLOR_SOURCE_ROOT) + "/doc/language.md");
     readme.assign(std::istreambuf_iterator<char>(file), {});
   }
-  const std::size_t grammar = readme.find("## Command language");
+  const std::size_t grammar = readme.find("# Command language");
   ASSERT_NE(grammar, std::string::npos);
   const std::string block = readme.substr(grammar, readme.find("**Names**", grammar) - grammar);
   for (std::string_view object : detail::kObjectCommands) {
@@ -488,7 +488,7 @@ TEST(LanguageVocabulary, EveryObjectVerbRunsAndTheReadmeListsIt) {
         EXPECT_TRUE(result->starts_with(std::string(object) + " add ")) << *result;
       }
       EXPECT_NE(block.find("\n" + std::string(object) + " " + std::string(verb) + " "), std::string::npos)
-          << "the README's grammar lacks `" << object << " " << verb << "`";
+          << "doc/language.md's grammar lacks `" << object << " " << verb << "`";
     }
   }
   EXPECT_EQ(detail::kObjectVerbs.size(), 5u);  // the loop above covers every verb of the list

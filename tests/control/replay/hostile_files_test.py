@@ -3,7 +3,7 @@
 case is a command line, the exit status it must end with, the words its stderr must hold, and what
 must be true of the files afterwards (an input never overwritten, an output never mixed).
 
-Usage: hostile_files_test.py TRICOLOR_REPLAY README
+Usage: hostile_files_test.py TRICOLOR_REPLAY REPLAY_DOC (doc/replay.md)
 """
 import hashlib
 import json
@@ -244,7 +244,7 @@ if result.returncode == 0 and [t for t, _ in read_pcap(path("late-out.pcap"))[1]
     failures.append("times after 2106: the file should hold them minus 2^32 s")
 check("times before 2106: no warning", run(["--policy", fcs_policy, "--in", capture, "--out", path("early.pcap")]), 0)
 
-# ---- finding 15: the README's CSV columns are the binary's ------------------------------------------
+# ---- finding 15: doc/replay.md's CSV columns are the binary's -------------------------------------
 fresh_policy = write("fresh.policy", POLICY_TEXT)
 fresh_capture = write_pcap("fresh.pcap", [frame(i) for i in range(10)])
 result = run(["--policy", fresh_policy, "--in", fresh_capture, "--csv", path("out.csv")])
@@ -252,9 +252,9 @@ check("csv", result, 0)
 header = open(path("out.csv")).readline().strip() if os.path.exists(path("out.csv")) else "(no CSV written)"
 documented = re.search(r"`--csv`: one line per packet, `([^`]*)`", open(readme).read())
 if not documented:
-    failures.append("README: no '`--csv`: one line per packet, `...`' sentence")
+    failures.append("doc/replay.md: no '`--csv`: one line per packet, `...`' sentence")
 elif documented.group(1) != header:
-    failures.append(f"README documents the CSV as {documented.group(1)!r}; the binary writes {header!r}")
+    failures.append(f"doc/replay.md documents the CSV as {documented.group(1)!r}; the binary writes {header!r}")
 
 shutil.rmtree(work, ignore_errors=True)
 if failures:

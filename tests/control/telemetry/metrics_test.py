@@ -26,7 +26,7 @@ goes, with `--metrics 127.0.0.1:PORT --json` and DPDK telemetry on. Checked:
   metrics-http and metrics-expose, and DPDK's telemetry thread inherit the main lcore's).
 - a second daemon given the same --metrics address stops at startup, saying the port is taken; a
   daemon without --metrics listens on no TCP port; a malformed --metrics is refused with an example.
-- the README's scrape configuration passes `promtool check config` and its queries parse.
+- doc/tricolord.md's scrape configuration passes `promtool check config` and its queries parse.
 
 Run by meson: metrics_test.py BUILD_ROOT.
 """
@@ -423,10 +423,10 @@ def check_threads(pid):
 
 
 def check_readme(workdir):
-    """The README's scrape configuration passes `promtool check config`, and each of its queries parses
+    """doc/tricolord.md's scrape configuration passes `promtool check config`, and each of its queries parses
     (`promtool check rules`, each query a recording rule)."""
-    readme = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "README.md")).read()
-    section = readme[readme.index("### Telemetry: Prometheus and DPDK telemetry"):]
+    readme = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "doc", "tricolord.md")).read()
+    section = readme[readme.index("## Telemetry: Prometheus and DPDK telemetry"):]
     config = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
     queries = [line for line in re.search(r"```promql\n(.*?)```", section, re.S).group(1).splitlines()
                if line.strip() and not line.startswith("#")]
@@ -437,9 +437,9 @@ def check_readme(workdir):
         for i, query in enumerate(queries):
             f.write(f"      - record: readme:query_{i}\n        expr: {json.dumps(query)}\n")
     r = subprocess.run([PROMTOOL, "check", "config", config_path], capture_output=True, text=True, timeout=60)
-    expect("the README's scrape configuration passes promtool check config", r.returncode == 0, r.stdout + r.stderr)
+    expect("doc/tricolord.md's scrape configuration passes promtool check config", r.returncode == 0, r.stdout + r.stderr)
     r = subprocess.run([PROMTOOL, "check", "rules", rules_path], capture_output=True, text=True, timeout=60)
-    expect(f"the README's {len(queries)} queries parse (promtool check rules)", r.returncode == 0 and len(queries) >= 8,
+    expect(f"doc/tricolord.md's {len(queries)} queries parse (promtool check rules)", r.returncode == 0 and len(queries) >= 8,
            r.stdout + r.stderr)
 
 

@@ -1,4 +1,4 @@
-// Live changes, exactly (README, "Live change"): a change takes effect at the tick of the first burst
+// Live changes, exactly (doc/engine.md, "When a change takes effect"): a change takes effect at the tick of the first burst
 // under the new rule set; a meter that was not checked since catches up through every change it
 // missed, in order, each at its own tick. Checked against the independent reference model
 // (tests/policer/reference_model.hpp) packet for packet, for per-key meters, aggregate meters and parents;
