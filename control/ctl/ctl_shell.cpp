@@ -62,8 +62,8 @@ const std::vector<std::string> kVerbs(detail::kObjectVerbs.begin(), detail::kObj
 // The clauses of a rule's body (doc/language.md, "Rules"), in the order show prints them.
 const std::vector<std::string> kClauses{"port",     "vlan",     "src",    "dst",    "proto",  "sport",
                                         "dport",    "dscp",     "profile", "per",   "timeout", "capacity",
-                                        "fallback", "parent",   "input",  "length", "green",  "yellow",
-                                        "red"};
+                                        "fallback", "parent",   "cluster", "input", "length", "green",
+                                        "yellow",   "red"};
 const std::vector<std::string> kPlaces{"first", "last", "before", "after"};
 const std::vector<std::string> kActions{"forward", "drop", "remark", "pcp"};
 const std::vector<std::string> kMapClauses{"pcp-map", "dscp-map", "unmapped"};
@@ -85,7 +85,7 @@ bool is_color_word(std::string_view word) {  // green, or a pair such as green>y
 std::vector<std::string> rule_body_next(std::span<const std::string> before, const std::function<Names()>& names) {
   const std::string& last = before.back();
   if (last == "before" || last == "after") return names().rules;
-  if (last == "profile" || last == "parent") return names().profiles;
+  if (last == "profile" || last == "parent" || last == "cluster") return names().profiles;
   if (last == "pcp-map" || last == "dscp-map") return names().color_maps;
   if (last == "unmapped") return {kColors.begin(), kColors.end()};
   std::vector<std::string> out;

@@ -172,6 +172,8 @@ Users profile_users(const Store& store, std::string_view name) {
       user = cat("rule ", rule.name);
     else if (rule.parent == name)
       user = cat("rule ", rule.name, " as its parent");
+    else if (rule.cluster == name)
+      user = cat("rule ", rule.name, " as its cluster");
     else
       return;
     if (users.count++ == 0) users.first = std::move(user);
@@ -344,7 +346,7 @@ Expected<std::string> profile_command(Store& store, Cursor& c, Output output) {
     if (!name) return name.error();
     if (!store.find_profile(*name)) return at(*name, "no such profile");
     if (auto error = c.expect_end()) return *error;
-    // A rule uses a profile for its meters or as its parent.
+    // A rule uses a profile for its meters, as its parent or as its cluster.
     if (store.profile_used(*name)) {
       const Users users = profile_users(store, *name);
       return in_use(*name, cat("profile ", *name), users.first, users.count);

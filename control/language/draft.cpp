@@ -191,10 +191,11 @@ const Rule* Draft::find_rule(std::string_view name) const {
   return it == rule_index_.end() ? nullptr : &*it->second;
 }
 
-// A rule uses its profile and its parent; with input map, its color maps.
+// A rule uses its profile, its parent and its cluster; with input map, its color maps.
 void Draft::count_uses(const Rule& rule, int delta) {
   profiles_.use(rule.profile, delta);
   if (rule.parent) profiles_.use(*rule.parent, delta);
+  if (rule.cluster) profiles_.use(*rule.cluster, delta);
   if (rule.input != InputColor::mapped) return;
   if (rule.pcp_map) color_maps_.use(*rule.pcp_map, delta);
   if (rule.dscp_map) color_maps_.use(*rule.dscp_map, delta);

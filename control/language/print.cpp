@@ -178,6 +178,7 @@ std::string format_rule(const Rule& rule) {
       clause("fallback", std::string(format_fallback(rule.per_key.fallback)));
   }
   if (rule.parent) clause("parent", *rule.parent);
+  if (rule.cluster) clause("cluster", *rule.cluster);
   if (rule.input == InputColor::dscp) clause("input", "dscp");
   if (rule.input == InputColor::mapped) {
     std::string input = "map";

@@ -32,10 +32,10 @@ struct ClauseSpec {
 };
 // clang-format off
 enum class Clause : std::uint8_t {
-  port, vlan, src, dst, proto, sport, dport, dscp, profile, per, timeout, capacity, fallback, parent, input, length
+  port, vlan, src, dst, proto, sport, dport, dscp, profile, per, timeout, capacity, fallback, parent, cluster, input, length
 };
 // clang-format on
-constexpr std::size_t kClauseCount = 16;
+constexpr std::size_t kClauseCount = 17;
 constexpr std::array<ClauseSpec, kClauseCount> kClauses{{
     {"port", kExpectPorts},
     {"vlan", kExpectVlan},
@@ -51,6 +51,7 @@ constexpr std::array<ClauseSpec, kClauseCount> kClauses{{
     {"capacity", kExpectCapacity},
     {"fallback", kExpectFallback},
     {"parent", "a profile name"},
+    {"cluster", "a profile name"},
     {"input", kExpectInput},
     {"length", kExpectLength},
 }};
@@ -168,11 +169,14 @@ Expected<Rule> parse_rule_body(Cursor& c, const Store& store, std::string_view n
         }
         case profile:
         case parent:
+        case cluster:
           if (!store.find_profile(token)) return at(token, "no such profile");
           if (clause == profile)
             rule.profile = std::string(token);
-          else
+          else if (clause == parent)
             rule.parent = std::string(token);
+          else
+            rule.cluster = std::string(token);
           break;
         case per: {
           const auto per_key = parse_per_key(token);

@@ -14,7 +14,7 @@ using dataplane::ProfileDef;
 using dataplane::Rule;
 
 bool uses_profile(const Rule& rule, std::string_view profile) {
-  return rule.profile == profile || rule.parent == profile;
+  return rule.profile == profile || rule.parent == profile || rule.cluster == profile;
 }
 
 bool uses_color_map(const Rule& rule, std::string_view map) {

@@ -90,7 +90,7 @@ bool for_each_item(std::string_view text, char separator, Visit visit) {
 // ---- vocabulary ----------------------------------------------------------------------------------
 
 // clang-format off
-inline constexpr std::array<std::string_view, 74> kKeywords{
+inline constexpr std::array<std::string_view, 75> kKeywords{
     "profile", "rule",   "add",   "change", "delete", "list",    "show",      "default",
     "first",   "last",   "before", "after", "port",   "vlan",    "src",       "dst",
     "proto",   "sport",  "dport", "dscp",   "input",  "length",  "blind",     "green",
@@ -98,7 +98,7 @@ inline constexpr std::array<std::string_view, 74> kKeywords{
     "eir",     "ebs",    "pir",   "pbs",    "1r2c",   "srtcm",   "trtcm",     "trtcm4115",
     "tcp",     "udp",    "sctp",  "icmp",   "icmpv6", "l1",      "l2",        "l3",
     "color-map", "per",  "src+dport", "5-tuple", "timeout", "capacity", "fallback", "aggregate",
-    "parent",  "map",    "pcp-map", "dscp-map", "unmapped",
+    "parent",  "map",    "pcp-map", "dscp-map", "unmapped", "cluster",
     // the limiters (issue 13) and their parameters
     "fixed-window", "sliding-window", "gcra", "smooth", "warmup", "rate", "limit", "window",
     "buckets", "tolerance", "max-burst", "period", "cold-factor",
@@ -316,7 +316,7 @@ inline constexpr std::string_view kExpectPcp = "a PCP 0-7";
 inline constexpr std::string_view kExpectAction = "an action: forward, drop, remark DSCP or pcp N";
 inline constexpr std::string_view kExpectClause =
     "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, per, timeout, capacity, "
-    "fallback, parent, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
+    "fallback, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
     "green>yellow)";
 inline constexpr std::string_view kExpectPerKey =
     "a key: src, dst, src+dport or 5-tuple, optionally with address masks such as src/24 or src/24,64";

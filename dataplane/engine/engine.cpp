@@ -61,6 +61,15 @@ struct Engine::Plan {
   std::vector<RulePlan> rules;  // in policy order
   std::map<std::string, std::shared_ptr<const policer::Profile>> profiles;  // the next profiles_
   std::map<std::string, std::unique_ptr<Slot>> slots;                       // the next slots_: names only until commit
+  // Cluster meters the policy names: a new one's lease, made here; the share each runs on.
+  struct ClusterPlan {
+    std::unique_ptr<policer::ClusterLease> created;
+    policer::ClusterLease* lease = nullptr;
+    std::shared_ptr<const policer::Profile> share;
+    std::uint64_t share_generation = 0;
+    policer::Params budget;
+  };
+  std::map<std::string, ClusterPlan, std::less<>> clusters;
   Retired retired;                                                          // room reserved for what is replaced
 };
 
@@ -145,7 +154,9 @@ Engine::Engine(policer::TickRate tick_rate, std::unique_ptr<Rcu> rcu, const Engi
       placement_(options.placement),
       steering_(options.steering),
       owners_(options.workers),
-      rcu_(std::move(rcu)) {
+      rcu_(std::move(rcu)),
+      cluster_boxes_(std::max(1u, options.cluster_boxes)),
+      cluster_start_mode_(options.cluster_start_mode) {
   workers_.reserve(options.workers);
   memory_.reserve(options.workers);
   for (unsigned w = 0; w < options.workers; ++w) {
@@ -233,7 +244,7 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
   rule_names.reserve(policy.rules.size());
   for (const Rule& rule : policy.rules) {
     if (!rule_names.insert(rule.name).second) return Error{rule.name, "rule " + rule.name + " is defined twice"};
-    for (const auto* name : {&rule.profile, rule.parent ? &*rule.parent : nullptr}) {
+    for (const auto* name : {&rule.profile, rule.parent ? &*rule.parent : nullptr, rule.cluster ? &*rule.cluster : nullptr}) {
       if (name != nullptr && !profile_defs.contains(*name))
         return Error{*name, "rule " + rule.name + ": no such profile " + quote(*name)};
     }
@@ -330,6 +341,13 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
       rp.drop_parent = slot.parent != nullptr;
     }
 
+    // A cluster meter: one lease per name, kept across sets; its share translated when the budget or
+    // the boxes change (the local meter then keeps its level: ClusterLease::gate).
+    if (rule.cluster) {
+      auto made = plan_cluster(*rule.cluster, plan.profiles.at(*rule.cluster)->params(), generation, plan);
+      if (!made) return Error{*rule.cluster, "rule " + rule.name + ": cluster " + *rule.cluster + ": " + made.error().message};
+    }
+
     // Key tables: kept while the key definition, capacity and timeout stay; otherwise made afresh.
     const bool keyed = rule.per_key.kind != KeyKind::none;
     const Placement placement = placement_of(rule.per_key, workers);
@@ -383,6 +401,13 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
       c.parent_generation = c.parent_history ? c.parent_history->newest() : 0;
       set->profiles.push_back(rp.parent_profile);
       if (c.parent_history) set->histories.push_back(rp.parent_history);
+    }
+    if (rule.cluster) {
+      const Plan::ClusterPlan& cp = plan.clusters.find(*rule.cluster)->second;
+      c.cluster = cp.lease;
+      c.cluster_share = cp.share.get();
+      c.cluster_share_generation = cp.share_generation;
+      set->profiles.push_back(cp.share);
     }
     if (keyed) set->keyed.push_back(static_cast<std::uint32_t>(i));
     for (unsigned w = 0; w < workers; ++w) {
@@ -440,6 +465,18 @@ void Engine::commit(Plan& plan) noexcept {
   slots_ = std::move(plan.slots);
   next_slot_ += static_cast<std::uint32_t>(plan.rules.size());
   profiles_ = std::move(plan.profiles);
+  {
+    std::lock_guard guard(clusters_mutex_);
+    for (auto& [name, cluster] : clusters_) cluster.in_use = false;
+    for (auto& [name, cp] : plan.clusters) {
+      Cluster& cluster = clusters_[name];
+      if (cp.created) cluster.lease = std::move(cp.created);
+      cluster.share = std::move(cp.share);
+      cluster.share_generation = cp.share_generation;
+      cluster.budget = cp.budget;
+      cluster.in_use = true;
+    }
+  }
 
   // Publish; the old set (and what it alone used) is freed after a grace period.
   published_.store(plan.set.get(), std::memory_order_release);
@@ -449,6 +486,47 @@ void Engine::commit(Plan& plan) noexcept {
   retired_.push_back(std::move(retired));
   limits_ = plan.limits;
   classifier_builds_ += plan.built_classifier;
+}
+
+// A cluster meter the policy names: its budget must be a 1R2C profile (two colors: green within the
+// shared rate, red above); its share is the budget divided by the boxes, at least one token.
+Expected<bool> Engine::plan_cluster(const std::string& name, const policer::Params& budget, std::uint64_t generation,
+                                    Plan& plan) const {
+  if (budget.algorithm != policer::Algorithm::one_rate_two_color)
+    return Error{name, "a cluster meter's profile is 1r2c (green within the shared rate, red above), not " +
+                           std::string(policer::to_string(budget.algorithm))};
+  if (plan.clusters.contains(name)) return true;  // another rule of the policy names it too
+  Plan::ClusterPlan& cp = plan.clusters[name];
+  cp.budget = budget;
+  policer::Params share = budget;
+  share.cir = std::max<std::uint64_t>(1, budget.cir / cluster_boxes_);
+  share.cbs = std::max<std::uint64_t>(1, budget.cbs / cluster_boxes_);
+  const auto current = clusters_.find(name);
+  if (current != clusters_.end()) {
+    cp.lease = current->second.lease.get();
+    if (current->second.share->params() == share) {
+      cp.share = current->second.share;
+      cp.share_generation = current->second.share_generation;
+      return true;
+    }
+  }
+  auto profile = policer::Profile::make(share, tick_rate_);
+  if (!profile) return Error{name, "its share of " + std::to_string(cluster_boxes_) + " boxes: " + profile.error().message};
+  cp.share = std::make_shared<const policer::Profile>(*profile);
+  cp.share_generation = generation;
+  if (cp.lease == nullptr) {
+    cp.created = std::make_unique<policer::ClusterLease>(*cp.share, generation, cluster_start_mode_);
+    cp.lease = cp.created.get();
+  }
+  return true;
+}
+
+std::vector<ClusterInfo> Engine::clusters() const {
+  std::lock_guard guard(clusters_mutex_);
+  std::vector<ClusterInfo> out;
+  out.reserve(clusters_.size());
+  for (const auto& [name, cluster] : clusters_) out.push_back({name, cluster.budget, cluster.lease.get(), cluster.in_use});
+  return out;
 }
 
 void Engine::reclaim() noexcept {

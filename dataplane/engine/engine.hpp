@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <span>
 #include <string>
@@ -40,6 +41,7 @@
 #include "dataplane/engine/rcu.hpp"
 #include "dataplane/engine/rule_set.hpp"
 #include "dataplane/engine/worker.hpp"
+#include "policer/cluster_lease.hpp"
 #include "policer/expected.hpp"
 #include "policer/profile.hpp"
 #include "policer/shared_meter.hpp"
@@ -69,6 +71,20 @@ struct EngineOptions {
   // fields the RX ports hash on when they steer by RSS (the daemon decides it from the ports).
   PlacementMode placement = PlacementMode::keys_by_hash;
   Steering steering;
+  // Cluster meters (policer/cluster_lease.hpp): how many boxes share each budget (a box's share, its
+  // local meter when the shared store cannot be reached, is the budget divided by them), and the mode
+  // a new cluster meter starts in until its lease side says otherwise. Without a lease side
+  // (tricolor-replay, tests) the default meters each cluster locally at its whole budget.
+  unsigned cluster_boxes = 1;
+  policer::ClusterMode cluster_start_mode = policer::ClusterMode::share;
+};
+
+// A cluster meter as the lease side sees it (Engine::clusters()).
+struct ClusterInfo {
+  std::string name;                  // its profile's name: the same on every box
+  policer::Params budget;            // the shared budget (a 1R2C profile's parameters)
+  policer::ClusterLease* lease;      // lives as long as the engine
+  bool in_use = false;               // a rule of the current policy names it
 };
 
 class Engine {
@@ -149,6 +165,12 @@ class Engine {
   // tables were made; they took the rule's fallback, as when its table is full.
   std::uint64_t keys_starved(std::size_t rule) const noexcept;
 
+  // Every cluster meter the engine has made, by name (those no rule names any more too: a later rule
+  // that names one again finds its lease). Any thread (the lease side's): a copy taken under a lock
+  // that only the control side takes, never a worker.
+  std::vector<ClusterInfo> clusters() const;
+  unsigned cluster_boxes() const noexcept { return cluster_boxes_; }
+
  private:
   struct Slot;
   struct Plan;
@@ -161,6 +183,8 @@ class Engine {
   bool local_meters(unsigned workers) const noexcept;
   static std::uint32_t worker_capacity_of(std::uint32_t capacity, Placement placement, unsigned workers) noexcept;
   void commit(Plan& plan) noexcept;
+  Expected<bool> plan_cluster(const std::string& name, const policer::Params& budget, std::uint64_t generation,
+                              Plan& plan) const;
   template <class Fn>
   void each_table(std::size_t rule, Fn&& fn) const;
 
@@ -179,6 +203,19 @@ class Engine {
   std::uint32_t next_slot_ = 0;
   std::uint64_t classifier_builds_ = 0;
   std::vector<Retired> retired_;  // oldest first
+  // Cluster meters by name: their leases (never freed before the engine: the lease side and old rule
+  // sets point at them), their shares, the set that brought each share, the budget.
+  struct Cluster {
+    std::unique_ptr<policer::ClusterLease> lease;
+    std::shared_ptr<const policer::Profile> share;
+    std::uint64_t share_generation = 0;
+    policer::Params budget;
+    bool in_use = false;
+  };
+  std::map<std::string, Cluster, std::less<>> clusters_;
+  mutable std::mutex clusters_mutex_;  // clusters_ against the lease side's reads
+  unsigned cluster_boxes_ = 1;
+  policer::ClusterMode cluster_start_mode_ = policer::ClusterMode::share;
 };
 
 }  // namespace tricolor::dataplane

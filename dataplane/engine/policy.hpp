@@ -116,6 +116,10 @@ struct Rule {
   // child marks red skips the parent; a packet the parent marks red refunds nothing to the child. The
   // packet's color is the parent's.
   std::optional<std::string> parent;  // the parent's profile
+  // A cluster meter (issue 26): a budget that every box naming the same profile as cluster shares,
+  // leased in chunks (policer/cluster_lease.hpp). Checked last: a packet still green after the rule's
+  // meters and its parent stays green only on the cluster's tokens. The profile is a 1R2C (CIR, CBS).
+  std::optional<std::string> cluster;
   InputColor input = InputColor::blind;
   std::optional<std::string> pcp_map;   // InputColor::mapped: ColorMap names
   std::optional<std::string> dscp_map;

@@ -29,6 +29,7 @@
 #include "dataplane/engine/placement.hpp"
 #include "dataplane/engine/policy.hpp"
 #include "policer/meter.hpp"
+#include "policer/cluster_lease.hpp"
 #include "policer/shared_meter.hpp"
 
 namespace tricolor::dataplane {
@@ -222,6 +223,10 @@ struct CompiledRule {
   std::uint64_t parent_generation = 0;
   const ProfileHistory* parent_history = nullptr;
   policer::SharedMeter* parent = nullptr;  // null without a parent
+  // The cluster meter (null without one), and the share its local meter runs on in `share` mode.
+  policer::ClusterLease* cluster = nullptr;
+  const policer::Profile* cluster_share = nullptr;
+  std::uint64_t cluster_share_generation = 0;
 };
 
 // A rule's state owned by one worker: its counters (for the rule's name, whatever the set) and its key

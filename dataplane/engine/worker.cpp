@@ -317,6 +317,26 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       }
     }
 
+    // A cluster meter last: the packets still green keep green only on the cluster's leased tokens
+    // (one critical section for the burst). Unmetered packets are not the cluster's.
+    if (cr.cluster != nullptr) {
+      std::uint64_t c_times[kMaxBurst];
+      std::uint32_t c_lengths[kMaxBurst];
+      Color c_out[kMaxBurst];
+      std::size_t c_slot[kMaxBurst], green = 0;
+      for (std::size_t k = 0; k < count; ++k) {
+        if (out[k] != Color::green || unmetered(verdicts[group[k]], cr.per_key.fallback)) continue;
+        c_times[green] = times[k];
+        c_lengths[green] = lengths[k];
+        c_out[green] = Color::green;
+        c_slot[green++] = k;
+      }
+      if (green != 0) {
+        cr.cluster->gate(*cr.cluster_share, cr.cluster_share_generation, {c_times, green}, {c_lengths, green}, {c_out, green});
+        for (std::size_t j = 0; j < green; ++j) out[c_slot[j]] = c_out[j];
+      }
+    }
+
     // The rule's counters summed here and added once per burst: an atomic word each (readers on other
     // threads), which the compiler may not merge across packets.
     WorkerRuleCounters& counters = *mine.counters;

@@ -47,7 +47,7 @@ const std::string kLongRuleMessage = kLongNameQuoted + ": a rule name is at most
 
 constexpr std::string_view kClauses =
     "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, per, timeout, capacity, "
-    "fallback, parent, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
+    "fallback, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
     "green>yellow)";
 
 INSTANTIATE_TEST_SUITE_P(

@@ -478,6 +478,81 @@ TEST(EngineKeys, AChangeShortOfMemoryWaitsForWhatReplacedSetsGiveBack) {
   EXPECT_EQ(budget.used(), 0u);
 }
 
+// A cluster meter (issue 26) last: without a lease side it meters at the box's share (the whole budget
+// for one box); leased, green passes exactly on the tokens granted; it keeps its lease across policy
+// changes; a budget that is not 1R2C is refused, naming the rule.
+TEST(EngineCluster, WithoutALeaseSideTheShareMetersLocally) {
+  Policy policy;
+  policy.profiles.push_back({"child", params_1r2c(1'000'000, 3000)});
+  policy.profiles.push_back({"global", params_1r2c(1'000'000, 1000)});
+  Rule r = rule("web", 1, "child");
+  r.cluster = "global";
+  policy.rules.push_back(r);
+  Harness h(policy);
+  h.send({udp4(1000, 1, 53), udp4(1000, 1, 53), udp4(1000, 1, 53), udp4(1000, 1, 53)}, 0);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  EXPECT_EQ(h.verdicts[1].out, Color::red);  // the cluster's share: 1000 B
+  EXPECT_EQ(h.verdicts[2].out, Color::red);
+  EXPECT_EQ(h.verdicts[3].out, Color::red);  // the child's own red
+  const auto clusters = h.engine->clusters();
+  ASSERT_EQ(clusters.size(), 1u);
+  EXPECT_EQ(clusters[0].name, "global");
+  EXPECT_TRUE(clusters[0].in_use);
+  EXPECT_EQ(clusters[0].lease->mode(), policer::ClusterMode::share);
+  EXPECT_EQ(clusters[0].lease->passed(), 1u);
+  EXPECT_EQ(clusters[0].lease->refused(), 2u);
+}
+
+TEST(EngineCluster, LeasedGreenPassesOnGrantedTokensAndTheLeaseOutlivesAChange) {
+  Policy policy;
+  policy.profiles.push_back({"child", params_1r2c(1'000'000, 100'000)});
+  policy.profiles.push_back({"global", params_1r2c(1'000'000, 1000)});
+  Rule r = rule("web", 1, "child");
+  r.cluster = "global";
+  policy.rules.push_back(r);
+  EngineOptions leased;
+  leased.cluster_boxes = 3;
+  leased.cluster_start_mode = policer::ClusterMode::leased;
+  auto made = Engine::create(policy, *policer::TickRate::make(kHz), leased);
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  Harness h(policy);
+  h.engine = std::move(*made);
+  policer::ClusterLease* lease = h.engine->clusters().at(0).lease;
+  EXPECT_EQ(lease->share_profile().params().cir, 333'333u);  // the budget over 3 boxes
+  h.send({udp4(1000, 1, 53)}, 0);
+  EXPECT_EQ(h.verdicts[0].out, Color::red);  // nothing leased yet
+  lease->grant(2500);
+  h.send({udp4(1000, 1, 53), udp4(1000, 1, 53), udp4(1000, 1, 53)}, 0);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  EXPECT_EQ(h.verdicts[1].out, Color::green);
+  EXPECT_EQ(h.verdicts[2].out, Color::red);
+  // A rate change of the rule: the same lease, its balance kept.
+  policy.profiles[0].params.cir = 2'000'000;
+  ASSERT_TRUE(h.engine->update(policy).ok());
+  EXPECT_EQ(h.engine->clusters().at(0).lease, lease);
+  EXPECT_EQ(lease->balance(), 500u);
+  // A rule without it: the lease stays, unused.
+  policy.rules[0].cluster.reset();
+  ASSERT_TRUE(h.engine->update(policy).ok());
+  EXPECT_FALSE(h.engine->clusters().at(0).in_use);
+  h.send({udp4(1000, 1, 53)}, 0);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  EXPECT_EQ(lease->balance(), 500u);
+}
+
+TEST(EngineCluster, ABudgetThatIsNotOneRateTwoColorIsRefused) {
+  Policy policy;
+  policy.profiles.push_back({"child", params_1r2c(1'000'000, 3000)});
+  policer::Params sr{.algorithm = policer::Algorithm::srtcm, .cir = 1000, .cbs = 1000, .ebs = 1000};
+  policy.profiles.push_back({"global", sr});
+  Rule r = rule("web", 1, "child");
+  r.cluster = "global";
+  policy.rules.push_back(r);
+  auto made = Engine::create(policy, *policer::TickRate::make(kHz));
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.error().message, "rule web: cluster global: a cluster meter's profile is 1r2c (green within the shared rate, red above), not srtcm");
+}
+
 TEST(EngineKeys, AParentAboveAnAggregateMeter) {
   Policy policy;
   policy.profiles.push_back({"child", params_1r2c(1'000'000, 3000)});
