@@ -114,6 +114,14 @@ class alignas(64) ClusterLease {
   std::uint64_t fallback_packets() const noexcept { return fallback_packets_.load(std::memory_order_relaxed); }
   const Profile& share_profile() const noexcept { return share_profile_; }
 
+  // The lease side's own record, kept here so that whoever reads the engine's clusters sees it: leases
+  // answered, calls that failed, switches into a fallback, the chunk it leases.
+  struct LeaseRecord {
+    std::atomic<std::uint64_t> leases{0}, failures{0}, fallbacks{0}, chunk{0};
+  };
+  LeaseRecord& record() noexcept { return record_; }
+  const LeaseRecord& record() const noexcept { return record_; }
+
  private:
   SpinLock lock_;
   Profile share_profile_;
@@ -123,6 +131,7 @@ class alignas(64) ClusterLease {
   std::atomic<std::uint64_t> granted_{0};
   std::atomic<std::uint64_t> spent_{0};
   std::atomic<std::uint64_t> passed_{0}, refused_{0}, fallback_packets_{0};
+  LeaseRecord record_;
 };
 
 }  // namespace tricolor::policer

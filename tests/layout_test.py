@@ -5,6 +5,7 @@ Between the three top folders: policer <- dataplane <- control. Between the part
   dataplane/engine  <- dataplane/dpdk, dataplane/replay, dataplane/xdp   (none includes another)
   control/language  <- control/daemon <- control/ctl      (ctl takes only the wire format, protocol.hpp)
   control/telemetry <- control/daemon                     (the daemon serves what telemetry shows)
+  control/cluster   <- control/daemon                     (the daemon runs the lease side)
   control/language, dataplane/replay <- control/replay
 Nothing in dataplane/ includes control/. Nothing in dataplane/engine/ includes a port, a file or a
 socket API (DPDK's ethdev, mbufs or EAL; fstream, open(2), stat(2); sockets, epoll, poll). The
@@ -31,7 +32,10 @@ PARTS = {
     # The language builds the engine's header-only model of a policy, and nothing else of the dataplane.
     "control/language": ["policer/", "dataplane/engine/policy.hpp", "control/language/"],
     "control/telemetry": ["policer/", "dataplane/", "control/telemetry/"],
-    "control/daemon": ["policer/", "dataplane/", "control/language/", "control/telemetry/", "control/daemon/"],
+    # The lease side of cluster meters: the engine's leases, Redis (hiredis).
+    "control/cluster": ["policer/", "dataplane/engine/", "control/cluster/"],
+    "control/daemon": ["policer/", "dataplane/", "control/language/", "control/telemetry/", "control/cluster/",
+                       "control/daemon/"],
     "control/ctl": ["policer/", "control/language/", "control/daemon/protocol.hpp", "control/ctl/"],
     # tricolor-replay starts a memory-only EAL for the engine's DPDK libraries: eal.hpp, no port.
     "control/replay": ["policer/", "dataplane/engine/", "dataplane/replay/", "dataplane/dpdk/eal.hpp",

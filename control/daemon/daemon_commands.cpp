@@ -347,6 +347,7 @@ protocol::Reply DaemonCommands::stats(const std::string& line, bool json) {
     if (part == nullptr) return ok("", dump(doc));
     nlohmann::json subset = {{"elapsed_s", doc["elapsed_s"]}, {"generation", doc["generation"]}, {part, doc[part]}};
     if (sections == kReportWorkers) subset["worker"] = doc["worker"];
+    if (sections == kReportRules) subset["clusters"] = doc["clusters"];  // the rules' cluster meters
     if (baseline_) subset["since_reset"] = doc["since_reset"];
     return ok("", dump(subset));
   }

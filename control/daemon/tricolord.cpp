@@ -395,6 +395,14 @@ int run(int argc, char** argv) {
   g_service = control::ServiceNotifier::from_environment();
   DaemonOptions& o = *parsed.options;
 
+  if (!o.cluster_password_file.empty()) {
+    std::string warning;
+    auto password = control::read_password_file(o.cluster_password_file, warning);
+    if (!password) fail(control::kExitUsage, password.error().message);
+    if (!warning.empty()) say("warning: " + warning);
+    o.cluster.password = std::move(*password);
+  }
+
   // The policy first: refused before the EAL or any port is touched.
   auto text = control::read_policy_file(o.policy_path);
   if (!text) fail(control::kExitPolicy, text.error().message);
@@ -512,6 +520,10 @@ int run(int argc, char** argv) {
   if (o.classifier_scan_entries) engine_options.limits.classifier_scan_entries = *o.classifier_scan_entries;
   engine_options.limits.classifier_exact_hash = !o.classifier_no_hash;
   engine_options.limits.flow_cache_entries = o.flow_cache_entries;
+  // Cluster meters start in the fallback until their first lease (a box that cannot reach Redis at
+  // startup meters as it would if Redis went away later); without Redis, at the box's share.
+  engine_options.cluster_boxes = o.cluster.boxes;
+  engine_options.cluster_start_mode = o.cluster.redis.empty() ? policer::ClusterMode::share : o.cluster.fallback;
   // NIC steering (dataplane/dpdk/rss.hpp): on when every RX port hashes on address fields that every
   // per-key rule's key holds; then those keys need no handoff.
   RssPlan steering;
@@ -667,6 +679,16 @@ int run(int argc, char** argv) {
     metrics->start();  // its threads inherit this thread's CPUs: the main lcore's, never a worker's
     say("metrics: http://" + o.metrics->text() + "/metrics");
   }
+  // The lease side of cluster meters: a thread of its own (a slow Redis never holds the control loop).
+  std::unique_ptr<control::ClusterLeases> leases;
+  if (!o.cluster.redis.empty()) {
+    leases = std::make_unique<control::ClusterLeases>(**engine, o.cluster, [](const std::string& line) { say(line); });
+    leases->start();
+  } else {
+    for (const dataplane::ClusterInfo& cluster : (*engine)->clusters())
+      say("cluster " + cluster.name + ": no --cluster-redis: this box meters its share alone (1/" +
+          std::to_string(o.cluster.boxes) + " of the budget)");
+  }
   const control::TelemetrySources telemetry{&control_calls, engine->get(), snapshot, [&] { return commands.facts(); }};
   control::register_telemetry_endpoints(telemetry);
   // Ready: the ports forward, the socket answers (systemd starts what is ordered after the unit now).
@@ -706,6 +728,7 @@ int run(int argc, char** argv) {
   control_calls.close();  // scrapes and telemetry requests from now on are told the daemon is stopping
   control::unregister_telemetry_endpoints();
   metrics.reset();
+  leases.reset();
   g_worker_stop.requested.store(true, std::memory_order_relaxed);
   rte_eal_mp_wait_lcore();
   std::uint64_t left_in_rings = 0;

@@ -61,6 +61,17 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
   --audit-log FILE      where accepted and refused changes are logged (default: syslog); created 0640
   --metrics ADDR:PORT   serve the counters to Prometheus over HTTP, GET /metrics (off by default;
                         e.g. 127.0.0.1:9400, [::1]:9400, 0.0.0.0:9400 for every interface)
+  --cluster-redis ADDR  lease cluster meters' tokens from Redis at HOST:PORT or unix:PATH (rules with
+                        `cluster PROFILE`; without it each box meters its share alone)
+  --cluster-boxes N     the boxes that share each cluster budget: a box's share is the budget / N
+                        (default 1)
+  --cluster-fallback share|open|closed   while Redis cannot be reached: meter at the share (default),
+                        pass every green packet, or none
+  --cluster-rtt MS      the lease round trip a chunk is sized for: chunk = 2 x CIR x MS (default 5)
+  --cluster-timeout MS  each Redis connect and call (default 50); past it, the fallback
+  --cluster-retry MS    while Redis is out of reach, how often it is tried again (default 500)
+  --cluster-user NAME   the Redis ACL user (with --cluster-password-file)
+  --cluster-password-file FILE   the Redis password, the file's first line (AUTH)
   --placement=none      for tests only: each worker meters what it receives on meters of its own,
                         so a key may be metered by two workers (the flaw the default placement prevents)
   --placement=steered   for tests and benchmarks only: take each RX queue's packets as already split
@@ -172,6 +183,20 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--socket-idle-timeout", o.socket_idle_timeout_s, "S  close control connections idle this long (default 60)");
   std::string metrics;
   app.add_option("--metrics", metrics, "ADDR:PORT  serve GET /metrics (Prometheus) there");
+  std::string cluster_fallback = "share";
+  double cluster_rtt_ms = 5, cluster_timeout_ms = 50, cluster_retry_ms = 500;
+  app.add_option("--cluster-redis", o.cluster.redis, "HOST:PORT | unix:PATH  lease cluster meters' tokens from Redis");
+  app.add_option("--cluster-boxes", o.cluster.boxes, "N  the boxes sharing each cluster budget (default 1)")
+      ->check(CLI::Range(1u, 4096u));
+  app.add_option("--cluster-fallback", cluster_fallback, "share | open | closed  while Redis cannot be reached");
+  app.add_option("--cluster-rtt", cluster_rtt_ms, "MS  the lease round trip chunks are sized for (default 5)")
+      ->check(CLI::Range(0.01, 10000.0));
+  app.add_option("--cluster-timeout", cluster_timeout_ms, "MS  each Redis connect and call (default 50)")
+      ->check(CLI::Range(0.1, 60000.0));
+  app.add_option("--cluster-retry", cluster_retry_ms, "MS  how often an unreachable Redis is tried again (default 500)")
+      ->check(CLI::Range(1.0, 3600000.0));
+  app.add_option("--cluster-user", o.cluster.user, "NAME  the Redis ACL user");
+  app.add_option("--cluster-password-file", o.cluster_password_file, "FILE  the Redis password (its first line)");
   app.add_option("--dump-keys", o.dump_keys_path, "FILE  every live key at the stop, with its worker (JSON lines)");
   app.add_option("--placement", placement, "keys | none | steered  (none, steered: for tests only)");
   app.add_flag("--stamp-generation", o.stamp_generation, "for tests only: the rule set generation in each IPv4 ID");
@@ -258,6 +283,30 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   }
   if (o.mtu < 68 || o.rx_descriptors == 0 || o.tx_descriptors == 0) {
     result.exit_status = usage_error("--mtu is at least 68, and a queue has at least one descriptor");
+    return result;
+  }
+  if (cluster_fallback == "share") o.cluster.fallback = policer::ClusterMode::share;
+  else if (cluster_fallback == "open") o.cluster.fallback = policer::ClusterMode::open;
+  else if (cluster_fallback == "closed") o.cluster.fallback = policer::ClusterMode::closed;
+  else {
+    result.exit_status = usage_error("--cluster-fallback " + quote(cluster_fallback) + ": expected share, open or closed");
+    return result;
+  }
+  o.cluster.rtt = std::chrono::microseconds(static_cast<std::int64_t>(cluster_rtt_ms * 1000));
+  o.cluster.timeout = std::chrono::microseconds(static_cast<std::int64_t>(cluster_timeout_ms * 1000));
+  o.cluster.retry = std::chrono::microseconds(static_cast<std::int64_t>(cluster_retry_ms * 1000));
+  if (!o.cluster.redis.empty()) {
+    if (auto checked = check_redis_address(o.cluster.redis); !checked) {
+      result.exit_status = usage_error(checked.error().message);
+      return result;
+    }
+  }
+  if ((!o.cluster.user.empty() || !o.cluster_password_file.empty()) && o.cluster.redis.empty()) {
+    result.exit_status = usage_error("--cluster-user and --cluster-password-file need --cluster-redis");
+    return result;
+  }
+  if (!o.cluster.user.empty() && o.cluster_password_file.empty()) {
+    result.exit_status = usage_error("--cluster-user needs --cluster-password-file (the user's password)");
     return result;
   }
   if (!metrics.empty()) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "control/telemetry/metrics_server.hpp"
+#include "control/cluster/cluster_leases.hpp"
 #include "dataplane/dpdk/mbuf_view.hpp"
 #include "dataplane/engine/placement.hpp"
 #include "policer/expected.hpp"
@@ -46,6 +47,10 @@ struct DaemonOptions {
   double socket_idle_timeout_s = 60;  // a control connection with nothing in progress is closed after it
   std::string audit_log_path;         // accepted and refused changes; empty: syslog
   std::optional<MetricsAddress> metrics;  // the metrics listener's address; none: off
+  // Cluster meters (issue 26): Redis, the boxes, the fallback, the times; the password read from
+  // cluster_password_file at startup (never on the command line, where ps shows it).
+  ClusterOptions cluster;
+  std::string cluster_password_file;
 };
 
 // What parse_command_line decided: run, or exit at once with a status (help printed, or an error

@@ -102,6 +102,31 @@ void rules(Exposition& e, const DaemonSnapshot& s) {
     if (r.keyed) e.sample({{"rule", r.name}}, r.keys_starved);
 }
 
+// Cluster meters (issue 26): what each passed and refused, its leases, and whether it is in a fallback.
+void clusters(Exposition& e, const DaemonSnapshot& s) {
+  if (s.clusters.empty()) return;
+  e.family("tricolor_cluster_green_packets_total", "counter",
+           "Green packets a cluster meter kept green (passed) or made red (refused: no leased token, or its fallback's).");
+  for (const auto& c : s.clusters) {
+    e.sample({{"cluster", c.name}, {"result", "passed"}}, c.passed);
+    e.sample({{"cluster", c.name}, {"result", "refused"}}, c.refused);
+  }
+  e.family("tricolor_cluster_fallback_packets_total", "counter", "Green packets a cluster meter met while in a fallback.");
+  for (const auto& c : s.clusters) e.sample({{"cluster", c.name}}, c.fallback_packets);
+  e.family("tricolor_cluster_leased_tokens_total", "counter", "Tokens (bytes or packets) leased from Redis.");
+  for (const auto& c : s.clusters) e.sample({{"cluster", c.name}}, c.granted);
+  e.family("tricolor_cluster_spent_tokens_total", "counter", "Leased tokens spent on green packets.");
+  for (const auto& c : s.clusters) e.sample({{"cluster", c.name}}, c.spent);
+  e.family("tricolor_cluster_leases_total", "counter", "Leases Redis answered.");
+  for (const auto& c : s.clusters) e.sample({{"cluster", c.name}}, c.leases);
+  e.family("tricolor_cluster_lease_failures_total", "counter", "Lease calls that failed (no answer in time, or a wrong one).");
+  for (const auto& c : s.clusters) e.sample({{"cluster", c.name}}, c.lease_failures);
+  e.family("tricolor_cluster_fallbacks_total", "counter", "Switches into the fallback (Redis out of reach or wrong).");
+  for (const auto& c : s.clusters) e.sample({{"cluster", c.name}}, c.fallbacks);
+  e.family("tricolor_cluster_leased", "gauge", "1 while the cluster meter spends leased tokens, 0 while in a fallback.");
+  for (const auto& c : s.clusters) e.sample({{"cluster", c.name}}, std::uint64_t{c.mode == policer::ClusterMode::leased});
+}
+
 void default_action(Exposition& e, const DaemonSnapshot& s) {
   const dataplane::DefaultCounters& d = s.defaults;
   std::uint64_t malformed = 0;
@@ -239,6 +264,7 @@ std::string prometheus_text(const DaemonSnapshot& s, const DaemonFacts& facts) {
   e.family("tricolor_clock_hz", "gauge", "Ticks per second of the meters' clock (the TSC's, or 1e9 for RX timestamps).");
   e.sample({}, s.tick_hz);
   rules(e, s);
+  clusters(e, s);
   default_action(e, s);
   ports(e, s);
   workers(e, s);

@@ -64,6 +64,15 @@ DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* co
     }
     s.rules.push_back(std::move(rule));
   }
+  if (sections & kReportRules) {
+    for (const ClusterInfo& cluster : engine.clusters()) {
+      const policer::ClusterLease& l = *cluster.lease;
+      const auto& record = l.record();
+      s.clusters.push_back({cluster.name, cluster.in_use, l.mode(), l.granted(), l.spent(), l.balance(), l.passed(),
+                            l.refused(), l.fallback_packets(), record.leases.load(), record.failures.load(),
+                            record.fallbacks.load(), record.chunk.load()});
+    }
+  }
   if (sections & kReportDefault) s.defaults = engine.default_counters();
   s.worker.generation_seen = UINT64_MAX;
   for (std::size_t w = 0; w < forwarders.size(); ++w) {
@@ -220,6 +229,14 @@ void print_totals(const DaemonSnapshot& s, std::ostream& out, unsigned sections)
     }
   }
   const DefaultCounters& d = s.defaults;
+  for (const ClusterSnapshot& c : s.clusters) {
+    if ((sections & kReportRules) == 0) break;
+    out << "  cluster " << c.name << (c.in_use ? "" : " (no rule names it)") << ": " << policer::to_string(c.mode)
+        << "; green passed " << c.passed << ", made red " << c.refused << " (" << c.fallback_packets
+        << " while in a fallback); leased " << c.granted << " in " << c.leases << " leases of up to " << c.chunk
+        << ", spent " << c.spent << ", balance " << c.balance << "; " << c.lease_failures << " failed calls, "
+        << c.fallbacks << " fallbacks\n";
+  }
   if (sections & kReportDefault) {
     out << "  default action: " << d.packets << " packets " << d.bytes << " bytes: " << d.non_ip << " not IP, "
         << d.no_match << " matching no rule, " << sum(d.malformed) << " malformed";
@@ -301,6 +318,13 @@ nlohmann::json to_json(const DaemonSnapshot& s) {
       by_worker.push_back({{"packets", w.packets}, {"live_keys", w.live_keys}, {"table_full", w.table_full}});
     rules.push_back(std::move(r));
   }
+  json& clusters = doc["clusters"] = json::array();
+  for (const ClusterSnapshot& c : s.clusters)
+    clusters.push_back({{"name", c.name},         {"in_use", c.in_use},       {"mode", policer::to_string(c.mode)},
+                        {"granted", c.granted},   {"spent", c.spent},         {"balance", c.balance},
+                        {"passed", c.passed},     {"refused", c.refused},     {"fallback_packets", c.fallback_packets},
+                        {"leases", c.leases},     {"lease_failures", c.lease_failures},
+                        {"fallbacks", c.fallbacks}, {"chunk", c.chunk}});
   const DefaultCounters& d = s.defaults;
   json malformed = json::object();
   for (std::size_t e = 0; e < kParseErrors; ++e)

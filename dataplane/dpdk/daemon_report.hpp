@@ -44,6 +44,17 @@ struct RuleSnapshot {
   std::vector<RuleOnWorker> workers;
 };
 
+// A cluster meter (issue 26): how it meters now, what it leased and spent, what it passed and refused.
+struct ClusterSnapshot {
+  std::string name;
+  bool in_use = false;
+  policer::ClusterMode mode = policer::ClusterMode::share;
+  std::uint64_t granted = 0, spent = 0, balance = 0;  // tokens (bytes or packets) leased from Redis
+  std::uint64_t passed = 0, refused = 0;              // green packets kept green, made red
+  std::uint64_t fallback_packets = 0;                 // green packets met while in a fallback
+  std::uint64_t leases = 0, lease_failures = 0, fallbacks = 0, chunk = 0;
+};
+
 struct WorkerSnapshot {
   unsigned id = 0, lcore = 0;
   std::uint64_t polls = 0, idle_polls = 0, bursts = 0, packets = 0, policy_drops = 0, no_timestamp = 0,
@@ -61,6 +72,7 @@ struct DaemonSnapshot {
   std::uint64_t generation = 0; // of the rule set
   std::vector<PortSnapshot> ports;
   std::vector<RuleSnapshot> rules;
+  std::vector<ClusterSnapshot> clusters;  // with the rules block
   DefaultCounters defaults;
   std::vector<WorkerSnapshot> workers;
   WorkerSnapshot worker;                    // the workers' counters summed

@@ -143,6 +143,7 @@ Expected<RuleSetImage> translate(const Policy& policy, const RuleSetImage* previ
     out = txdp_rule{};
     out.slot = static_cast<std::uint32_t>(i);
     if (auto matched = translate_match(rule, out); !matched) return matched.error();
+    if (rule.cluster) return refuse(rule, "a cluster meter (" + *rule.cluster + "), whose leases the XDP program does not take");
 
     // Metering.
     const bool per_key = rule.per_key.kind != KeyKind::none;

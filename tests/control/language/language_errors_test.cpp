@@ -572,6 +572,11 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"rule add r profile gold parent nope", "nope", "'nope': no such profile"},
         ErrorCase{"rule add r profile gold parent af", "af", "'af': no such profile"},  // a color map
         ErrorCase{"rule add r profile gold parent dns parent gold", "parent", "'parent': parent given twice"},
+        ErrorCase{"rule add r profile gold cluster", "", "after 'cluster': expected a profile name"},
+        ErrorCase{"rule add r profile gold cluster nope", "nope", "'nope': no such profile"},
+        ErrorCase{"rule add r profile gold cluster dns cluster gold", "cluster", "'cluster': cluster given twice"},
+        ErrorCase{"profile add cluster srtcm cir 1mbit cbs 1k", "cluster",
+                  "'cluster': cluster is a keyword and cannot name a profile"},
         ErrorCase{"profile delete silver", "silver",
                   "'silver': profile silver is used by rule cust as its parent; change or delete that rule first"},
         ErrorCase{"profile delete dns", "dns",

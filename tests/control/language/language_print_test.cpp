@@ -86,6 +86,23 @@ TEST(LanguagePrint, HierarchyConfigGolden) {
   EXPECT_EQ(must_load(print(policy)), policy);
 }
 
+// A cluster meter (issue 26) prints after the parent and loads back the same; its profile is in use.
+TEST(LanguagePrint, ClusterRoundTrips) {
+  const Policy policy = must_load(
+      "profile add local trtcm cir 1gbit cbs 1m pir 2gbit pbs 2m\n"
+      "profile add site 1r2c cir 100mbit cbs 100k\n"
+      "profile add total 1r2c cir 1gbit cbs 1m\n"
+      "rule add web dst 10.0.0.0/8 profile local parent site cluster total red drop\n");
+  ASSERT_EQ(policy.rules.size(), 1u);
+  EXPECT_EQ(policy.rules[0].cluster, "total");
+  EXPECT_NE(print(policy).find("parent site cluster total"), std::string::npos) << print(policy);
+  EXPECT_EQ(must_load(print(policy)), policy);
+  Policy changed = policy;
+  const auto refused = execute(changed, "profile delete total");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message, "'total': profile total is used by rule web as its cluster; change or delete that rule first");
+}
+
 TEST(LanguagePrint, ColorMapsCompactly) {
   struct Case {
     std::string command, printed;

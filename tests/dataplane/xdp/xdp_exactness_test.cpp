@@ -762,6 +762,10 @@ TEST(XdpTranslation, RefusesWhatTheProgramCannotRun) {
   sliding.profiles[0].params.buckets = 2;
   EXPECT_NE(refused(sliding).find("sliding"), std::string::npos);
 
+  Policy cluster = base;
+  cluster.rules[0].cluster = cluster.profiles[0].name;
+  EXPECT_NE(refused(cluster).find("a cluster meter"), std::string::npos);
+
   Policy ports = base;
   ports.rules[0].match.ports = {1};
   EXPECT_NE(refused(ports).find("ingress ports"), std::string::npos);
