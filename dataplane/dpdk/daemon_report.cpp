@@ -153,6 +153,15 @@ DaemonSnapshot since(const DaemonSnapshot& now, const DaemonSnapshot& baseline) 
             r.workers[w].table_full -= b.workers[w].table_full;
           }
       }
+  // A cluster meter's lease lives as long as the engine: its counters never start again. The balance
+  // and the mode are as now.
+  for (ClusterSnapshot& c : s.clusters)
+    for (const ClusterSnapshot& b : baseline.clusters)
+      if (b.name == c.name) {
+        c.granted -= b.granted, c.spent -= b.spent, c.passed -= b.passed, c.refused -= b.refused;
+        c.fallback_packets -= b.fallback_packets, c.leases -= b.leases, c.lease_failures -= b.lease_failures;
+        c.fallbacks -= b.fallbacks;
+      }
   DefaultCounters& d = s.defaults;
   const DefaultCounters& o = baseline.defaults;
   d.packets -= o.packets, d.bytes -= o.bytes, d.non_ip -= o.non_ip, d.no_match -= o.no_match;
