@@ -293,7 +293,9 @@ void ClusterLeases::lease(const dataplane::ClusterInfo& cluster, Known& known) {
   if (lease.mode() != ClusterMode::leased) lease.set_mode(ClusterMode::leased);
   // The shared bucket short of what was asked: ask again when it should hold the rest, not before
   // (at least one turn later), so that a cluster over its rate costs Redis a call per chunk at most.
-  known.next_lease = granted < want ? now + std::chrono::microseconds(std::max<std::uint64_t>(wait_us, 1000)) : now;
+  // A wait is at most the retry period: a Redis that says "in a year" does not silence the box that long.
+  const auto wait = std::clamp<std::uint64_t>(wait_us, 1000, static_cast<std::uint64_t>(options_.retry.count()));
+  known.next_lease = granted < want ? now + std::chrono::microseconds(wait) : now;
 }
 
 }  // namespace tricolor::control
