@@ -315,6 +315,37 @@ protocol::Reply DaemonCommands::install(dataplane::Policy next, const std::strin
   return ok("", dump({{"generation", host_.generation()}}));
 }
 
+// `key list` and `key show` over a dataplane that lists its keys itself (XDP): each key with its
+// meter's levels and the tick of its latest packet (the program keeps no per-key counters).
+protocol::Reply DaemonCommands::host_keys(const std::string& line, std::size_t rule, bool json) {
+  const auto words = words_of(line);
+  const dataplane::Rule& def = host_.policy().rules[rule];
+  auto listed = host_.keys_of(rule);
+  if (!listed) return refused_at("key: this dataplane cannot list its keys", words[0]);
+  if (!*listed) return refused_at("key: " + listed->error().message, words[0]);
+  std::vector<PolicyHost::HostKey> keys = std::move(**listed);
+  if (words[1].text == "show") {
+    if (words.size() < 4) return refused_at("key show: expected the key after the rule's name", words[2]);
+    const std::string text(trim(std::string_view(line).substr(words[3].column - 1)));
+    const auto key = dataplane::parse_key_text(def.per_key, text);
+    if (!key) return refused_at("key show: " + quote(text, 200) + " is not a key of rule " + def.name, words[3]);
+    std::erase_if(keys, [&](const PolicyHost::HostKey& k) { return k.key != *key; });
+    if (keys.empty()) return refused_at("key show: rule " + def.name + " has no live key " + quote(text, 200), words[3]);
+  } else if (words.size() > 3) {
+    return refused_at("key list: the XDP dataplane lists all of a rule's keys (no top or order: it keeps no per-key "
+                      "counters)", words[3]);
+  }
+  nlohmann::json j = {{"rule", def.name}, {"live", keys.size()}, {"keys", nlohmann::json::array()}};
+  std::string text = "rule " + def.name + ": " + std::to_string(keys.size()) + " live keys\n";
+  for (const PolicyHost::HostKey& k : keys) {
+    const std::string name = dataplane::key_text(def.per_key, k.key);
+    j["keys"].push_back({{"key", name}, {"levels", {k.levels[0], k.levels[1]}}, {"last_tick", k.last_tick}});
+    text += "  " + name + "  levels " + std::to_string(k.levels[0]) + " " + std::to_string(k.levels[1]) +
+            " (in 1e-9 tokens: bytes or packets)  latest packet at tick " + std::to_string(k.last_tick) + "\n";
+  }
+  return json ? ok("", dump(j)) : ok(text);
+}
+
 protocol::Reply DaemonCommands::names(bool json) const {
   const dataplane::Policy& policy = host_.policy();
   nlohmann::json j = {{"rules", nlohmann::json::array()}, {"profiles", nlohmann::json::array()},
@@ -373,9 +404,6 @@ protocol::Reply DaemonCommands::keys(const std::string& line, bool json) {
   if (words.size() < 3 || (words[1].text != "list" && words[1].text != "show"))
     return fail("key: expected `key list RULE [top N | all] [by ORDER]` or `key show RULE KEY`",
                 words[words.size() > 1 ? 1 : 0]);
-  if (engine_ == nullptr)
-    return fail("key: the XDP dataplane's keys cannot be listed yet (its key table is read by the DPDK engine's "
-                "queries only)", words[0]);
   const Policy& policy = host_.policy();
   std::size_t rule = policy.rules.size();
   for (std::size_t r = 0; r < policy.rules.size(); ++r)
@@ -383,6 +411,7 @@ protocol::Reply DaemonCommands::keys(const std::string& line, bool json) {
   if (rule == policy.rules.size()) return fail("key: no rule named " + quote(words[2].text, 200), words[2]);
   const Rule& def = policy.rules[rule];
   if (def.per_key.kind == KeyKind::none) return fail("key: rule " + def.name + " has no per-key meters", words[2]);
+  if (engine_ == nullptr) return host_keys(line, rule, json);
   const std::uint64_t hz = engine_->tick_rate().hz();
 
   if (words[1].text == "show") {

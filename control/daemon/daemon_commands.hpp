@@ -75,6 +75,7 @@ class DaemonCommands {
   protocol::Reply stats(const std::string& line, bool json);
   protocol::Reply keys(const std::string& line, bool json);
   protocol::Reply names(bool json) const;
+  protocol::Reply host_keys(const std::string& line, std::size_t rule, bool json);
 
   DaemonCommands(std::unique_ptr<PolicyHost> own, dataplane::Engine* engine, std::string policy_path, Log audit,
                  Snapshot snapshot, PolicyHost* host = nullptr);

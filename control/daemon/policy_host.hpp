@@ -3,9 +3,13 @@
 // running policy, its rule set generation, and an update applied whole or refused with nothing
 // changed. The DPDK engine is one (EnginePolicyHost); the XDP program is another (xdp_daemon.hpp).
 // Called on the control thread only; nothing per packet goes through it.
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "dataplane/engine/engine.hpp"
+#include "dataplane/engine/keys.hpp"
 #include "dataplane/engine/policy.hpp"
 #include "policer/expected.hpp"
 
@@ -18,6 +22,15 @@ class PolicyHost {
   virtual std::uint64_t generation() const = 0;
   // Installs `policy` whole, or returns why not and leaves the running one as it was.
   virtual Expected<bool> update(const dataplane::Policy& policy) = 0;
+
+  // A dataplane without the engine's key queries lists its keys here: each key and its meter's state
+  // at its latest packet. None: not available (the engine's are read by DaemonCommands itself).
+  struct HostKey {
+    dataplane::MeterKey key{};
+    std::array<std::uint64_t, 2> levels{};
+    std::uint64_t last_tick = 0;
+  };
+  virtual std::optional<Expected<std::vector<HostKey>>> keys_of(std::size_t /*rule*/) const { return std::nullopt; }
 };
 
 class EnginePolicyHost final : public PolicyHost {

@@ -18,7 +18,7 @@ namespace tricolor::control {
 namespace {
 static_assert(dataplane::kDefaultScanEntries == 16, "the usage text and --help say 16");
 
-constexpr const char* kUsage = "tricolord [EAL options] -- --policy FILE [options]";
+constexpr const char* kUsage = "tricolord [EAL options] -- --policy FILE [options], or tricolord --xdp IFACE --policy FILE [options]";
 
 constexpr const char* kEalHelp = R"(EAL options (before --; DPDK's own, see `dpdk-testpmd --help` for all):
   -l CORES              the lcores: the first is the main lcore (control: sleeps, prints counters),

@@ -136,6 +136,20 @@ Expected<bool> XdpDataplane::update(const Policy& next) {
   return true;
 }
 
+std::optional<Expected<std::vector<PolicyHost::HostKey>>> XdpDataplane::keys_of(std::size_t rule) const {
+  auto live = program_->keys_of(static_cast<std::uint32_t>(rule));  // a rule's slot is its position
+  if (!live) return Expected<std::vector<HostKey>>(live.error());
+  std::vector<HostKey> keys;
+  for (const auto& k : *live) {
+    HostKey h;
+    std::copy(k.key.begin(), k.key.end(), h.key.begin());
+    h.levels = {k.state.level[0], k.state.level[1]};
+    h.last_tick = k.state.last;
+    keys.push_back(h);
+  }
+  return Expected<std::vector<HostKey>>(std::move(keys));
+}
+
 dataplane::DaemonSnapshot XdpDataplane::snapshot(double elapsed_s, unsigned sections) const {
   using namespace dataplane;
   DaemonSnapshot s;

@@ -48,6 +48,7 @@ class XdpDataplane final : public PolicyHost {
   const dataplane::Policy& policy() const override { return policy_; }
   std::uint64_t generation() const override { return generation_; }
   Expected<bool> update(const dataplane::Policy& policy) override;
+  std::optional<Expected<std::vector<HostKey>>> keys_of(std::size_t rule) const override;
 
   // The counters, summed over the CPUs, as the DPDK daemon's snapshot (no ports, no workers).
   dataplane::DaemonSnapshot snapshot(double elapsed_s, unsigned sections) const;

@@ -145,4 +145,27 @@ std::uint64_t XdpProgram::live_keys(std::uint32_t slot) const {
   return live.count;
 }
 
+Expected<std::vector<XdpProgram::LiveKey>> XdpProgram::keys_of(std::uint32_t slot) const {
+  const int fd = bpf_map__fd(skeleton_->maps.txdp_keys);
+  std::vector<LiveKey> keys;
+  txdp_key at{};
+  txdp_key next{};
+  const void* previous = nullptr;  // null: the first key
+  while (bpf_map_get_next_key(fd, previous, &next) == 0) {
+    at = next;
+    previous = &at;
+    if (at.slot != slot) continue;
+    txdp_keyed_meter value{};
+    if (bpf_map_lookup_elem_flags(fd, &at, &value, BPF_F_LOCK) != 0) {
+      if (errno == ENOENT) continue;  // deleted since
+      return system_error("reading a key", errno);
+    }
+    LiveKey live;
+    std::memcpy(live.key.data(), at.key, sizeof at.key);
+    live.state = value.state;
+    keys.push_back(live);
+  }
+  return keys;
+}
+
 }  // namespace tricolor::dataplane::xdp

@@ -3,6 +3,7 @@
 // bpftool from tricolor_xdp.bpf.c), and its maps as the control side writes and reads them. RAII:
 // the program and its maps go when the object does. Not attached to any interface here (the daemon's
 // part, issue 24 section 2): the tests run it with BPF_PROG_TEST_RUN.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -49,6 +50,14 @@ class XdpProgram {
   Expected<txdp_rule_counters> rule_counters(std::uint32_t slot) const;
   Expected<txdp_default_counters> default_counters() const;
   std::uint64_t live_keys(std::uint32_t slot) const;
+
+  // The per-key meters of `slot` now, each read under its spin lock (BPF_F_LOCK). A key deleted or
+  // added during the walk may be missed or seen; each entry read is whole.
+  struct LiveKey {
+    std::array<std::uint8_t, TXDP_KEY_SIZE> key{};
+    txdp_state state{};
+  };
+  Expected<std::vector<LiveKey>> keys_of(std::uint32_t slot) const;
 
   int program_fd() const noexcept;
 

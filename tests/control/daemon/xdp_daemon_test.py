@@ -5,7 +5,8 @@ Two network namespaces of the test's own (unique names, removed in `finally`) jo
 tricolord --xdp on one end (native XDP), UDP from a socket in the peer namespace, received by a
 socket on the daemon's side that reads each datagram's TOS (IP_RECVTOS). Checked:
   1. an aggregate rule (srTCM in packets: 10 green, then red): green remarked AF41, red dropped;
-     `stats` agrees with what was sent and received; a per-key rule meters each source apart;
+     `stats` agrees with what was sent and received; a per-key rule meters each source apart, and
+     `key list` / `key show` show its keys;
   2. a profile change through tricolorctl takes effect and keeps the bucket's level (an emptied
      bucket stays empty across a change that makes it larger);
   3. a policy the XDP program cannot run (a PCP remark) is refused by `load`, naming the rule, and
@@ -202,6 +203,14 @@ def main():
         expect("stats: hosts 2 keys live and created", h.get("keys", {}).get("live") == 2 and
                h.get("keys", {}).get("created") == 2, h)
         expect("stats: hosts green + red = 16", h.get("green_packets", 0) + h.get("red_packets", 0) == 16, h)
+        code, out, err = ctl(sock, "--json", "key", "list", "hosts")
+        listed = json.loads(out)["result"] if code == 0 else {}
+        expect("key list hosts: the two sources", sorted(k["key"] for k in listed.get("keys", [])) ==
+               [ADDR_P, ADDR_P2] and listed.get("live") == 2, (out, err))
+        code, out, err = ctl(sock, "key", "show", "hosts", ADDR_P2)
+        expect("key show hosts ADDR: that key", code == 0 and ADDR_P2 in out and ADDR_P + " " not in out, (out, err))
+        code, out, err = ctl(sock, "key", "show", "hosts", "10.77.0.9")
+        expect("key show of a key not live: refused", code != 0, out)
         code, out, err = ctl(sock, "stats")
         expect("stats (text) answers", code == 0 and "agg" in out, (out, err))
         code, out, err = ctl(sock, "stats", "prometheus")
