@@ -6,7 +6,7 @@ tricolord --xdp on one end (native XDP), UDP from a socket in the peer namespace
 socket on the daemon's side that reads each datagram's TOS (IP_RECVTOS). Checked:
   1. an aggregate rule (srTCM in packets: 10 green, then red): green remarked AF41, red dropped;
      `stats` agrees with what was sent and received; a per-key rule meters each source apart, and
-     `key list` / `key show` show its keys;
+     `key list` / `key show` show its keys; a full key table takes the rule's fallback, counted;
   2. a profile change through tricolorctl takes effect and keeps the bucket's level (an emptied
      bucket stays empty across a change that makes it larger);
   3. a policy the XDP program cannot run (a PCP remark) is refused by `load`, naming the rule, and
@@ -50,8 +50,9 @@ profile add agg srtcm cir 1pps cbs 10pkt ebs 0pkt
 profile add host srtcm cir 1pps cbs 3pkt ebs 0pkt
 rule add agg proto udp dport 5001 profile agg green remark af41 red drop
 rule add hosts proto udp dport 5002 per src capacity 64 profile host red drop
+rule add few proto udp dport 5003 per src capacity 1 fallback drop profile host
 """
-REFUSED = POLICY + "rule add tagged proto udp dport 5003 profile agg green pcp 3\n"
+REFUSED = POLICY + "rule add tagged proto udp dport 5004 profile agg green pcp 3\n"
 
 RECEIVER = r"""
 import json, socket, sys, select, time
@@ -124,7 +125,7 @@ class Receiver:
     """A UDP receiver in the daemon's namespace, until an END datagram (to port 5009, no rule)."""
 
     def __init__(self):
-        self.process = subprocess.Popen(in_ns(NS_D, sys.executable, "-c", RECEIVER, "5001,5002,5009", "60"),
+        self.process = subprocess.Popen(in_ns(NS_D, sys.executable, "-c", RECEIVER, "5001,5002,5003,5009", "60"),
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert self.process.stdout.readline().strip() == "ready"
 
@@ -181,6 +182,8 @@ def main():
         send(5001, 25)
         send(5002, 8, ADDR_P)
         send(5002, 8, ADDR_P2)
+        send(5003, 2, ADDR_P)
+        send(5003, 2, ADDR_P2)
         got = rx.result()
         agg = [g for g in got if g[0] == 5001]
         hosts = [g for g in got if g[0] == 5002]
@@ -203,6 +206,10 @@ def main():
         expect("stats: hosts 2 keys live and created", h.get("keys", {}).get("live") == 2 and
                h.get("keys", {}).get("created") == 2, h)
         expect("stats: hosts green + red = 16", h.get("green_packets", 0) + h.get("red_packets", 0) == 16, h)
+        few = [g for g in got if g[0] == 5003]
+        expect("full key table: the second source takes the fallback (drop)", [g[1] for g in few] == [ADDR_P] * 2, few)
+        f = rules.get("few", {}).get("keys", {})
+        expect("stats: the full table's packets counted", f.get("table_full") == 2 and f.get("live") == 1, f)
         code, out, err = ctl(sock, "--json", "key", "list", "hosts")
         listed = json.loads(out)["result"] if code == 0 else {}
         expect("key list hosts: the two sources", sorted(k["key"] for k in listed.get("keys", [])) ==
