@@ -59,12 +59,19 @@ class XdpProgram {
   };
   Expected<std::vector<LiveKey>> keys_of(std::uint32_t slot) const;
 
+  // Deletes the keys of `slot` that sweep_due() says are idle at `now` and gives their places in the
+  // rule's capacity back; returns how many. A packet that renews a key between the sweep's read and
+  // its delete loses that renewal: its next packet creates the key afresh, as after an expiry.
+  Expected<std::uint64_t> sweep_keys(std::uint32_t slot, std::uint64_t now, std::uint64_t idle_ticks);
+
   int program_fd() const noexcept;
 
  private:
-  explicit XdpProgram(tricolor_xdp* skeleton, const LoadOptions& options) : skeleton_(skeleton), options_(options) {}
+  explicit XdpProgram(tricolor_xdp* skeleton, const LoadOptions& options, txdp_key_live* live)
+      : skeleton_(skeleton), options_(options), key_live_(live) {}
   tricolor_xdp* skeleton_;
   LoadOptions options_;
+  txdp_key_live* key_live_;  // txdp_key_live, mapped (BPF_F_MMAPABLE): the sweep's atomic decrements
   std::uint32_t live_half_ = 0;
   bool has_image_ = false;
   RuleSetImage image_;
