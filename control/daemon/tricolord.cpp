@@ -394,6 +394,9 @@ Expected<int> open_audit_log(const std::string& path) {
 // The control side's pace in XDP mode: the kernel meters, so the loop only answers requests, reloads
 // and stops; a request wakes it at once.
 constexpr auto kXdpControlPeriod = std::chrono::milliseconds(50);
+// How often idle keys are looked for (the program renews an idle key in place at its next packet; the
+// sweep gives the places of keys that send nothing more back to their rule's capacity).
+constexpr auto kXdpSweepPeriod = std::chrono::milliseconds(500);
 
 // tricolord --xdp: the policy as an XDP program on kernel interfaces; no EAL, no DPDK port. The same
 // socket, commands, audit log, metrics and final counters as the DPDK daemon (DaemonCommands over the
@@ -434,8 +437,16 @@ int run_xdp(const DaemonOptions& o, const Policy& policy, control::ControlServer
   g_service.ready("policing: " + service_status());
   DaemonSnapshot previous = snapshot();
   double next_stats = o.stats_interval_s;
+  auto next_sweep = std::chrono::steady_clock::now() + kXdpSweepPeriod;
+  bool sweep_failed = false;
   while (!g_stop_requested.load(std::memory_order_relaxed)) {
     server.poll(kXdpControlPeriod, handle);
+    if (std::chrono::steady_clock::now() >= next_sweep) {
+      next_sweep += kXdpSweepPeriod;
+      auto swept = xdp.sweep();
+      if (!swept && !sweep_failed) say("the sweep of idle keys failed: " + swept.error().message);
+      sweep_failed = !swept;
+    }
     control_calls.run_pending();
     g_service.watchdog(std::chrono::steady_clock::now());
     say_ignored_signals();

@@ -150,6 +150,20 @@ std::optional<Expected<std::vector<PolicyHost::HostKey>>> XdpDataplane::keys_of(
   return Expected<std::vector<HostKey>>(std::move(keys));
 }
 
+Expected<std::uint64_t> XdpDataplane::sweep() {
+  const RuleSetImage* image = program_->installed();
+  if (image == nullptr) return std::uint64_t{0};
+  std::uint64_t deleted = 0;
+  const std::uint64_t now = kernel_now_ns();
+  for (const txdp_rule& rule : image->rules) {
+    if (rule.key_kind == TXDP_KEY_NONE || rule.idle_ticks == 0) continue;
+    auto swept = program_->sweep_keys(rule.slot, now, rule.idle_ticks);
+    if (!swept) return swept.error();
+    deleted += *swept;
+  }
+  return deleted;
+}
+
 dataplane::DaemonSnapshot XdpDataplane::snapshot(double elapsed_s, unsigned sections) const {
   using namespace dataplane;
   DaemonSnapshot s;

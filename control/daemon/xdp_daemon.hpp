@@ -50,6 +50,10 @@ class XdpDataplane final : public PolicyHost {
   Expected<bool> update(const dataplane::Policy& policy) override;
   std::optional<Expected<std::vector<HostKey>>> keys_of(std::size_t rule) const override;
 
+  // The control side's sweep: each per-key rule's keys idle past its timeout (and a margin) deleted,
+  // their places given back. Returns how many, or the first error.
+  Expected<std::uint64_t> sweep();
+
   // The counters, summed over the CPUs, as the DPDK daemon's snapshot (no ports, no workers).
   dataplane::DaemonSnapshot snapshot(double elapsed_s, unsigned sections) const;
   const std::vector<XdpAttachment>& attachments() const noexcept { return attachments_; }

@@ -6,7 +6,8 @@ tricolord --xdp on one end (native XDP), UDP from a socket in the peer namespace
 socket on the daemon's side that reads each datagram's TOS (IP_RECVTOS). Checked:
   1. an aggregate rule (srTCM in packets: 10 green, then red): green remarked AF41, red dropped;
      `stats` agrees with what was sent and received; a per-key rule meters each source apart, and
-     `key list` / `key show` show its keys; a full key table takes the rule's fallback, counted;
+     `key list` / `key show` show its keys; a full key table takes the rule's fallback, counted; the sweep deletes an idle key and
+     its place goes to a new one;
   2. a profile change through tricolorctl takes effect and keeps the bucket's level (an emptied
      bucket stays empty across a change that makes it larger);
   3. a policy the XDP program cannot run (a PCP remark) is refused by `load`, naming the rule, and
@@ -50,7 +51,7 @@ profile add agg srtcm cir 1pps cbs 10pkt ebs 0pkt
 profile add host srtcm cir 1pps cbs 3pkt ebs 0pkt
 rule add agg proto udp dport 5001 profile agg green remark af41 red drop
 rule add hosts proto udp dport 5002 per src capacity 64 profile host red drop
-rule add few proto udp dport 5003 per src capacity 1 fallback drop profile host
+rule add few proto udp dport 5003 per src capacity 1 timeout 1s fallback drop profile host
 """
 REFUSED = POLICY + "rule add tagged proto udp dport 5004 profile agg green pcp 3\n"
 
@@ -210,6 +211,16 @@ def main():
         expect("full key table: the second source takes the fallback (drop)", [g[1] for g in few] == [ADDR_P] * 2, few)
         f = rules.get("few", {}).get("keys", {})
         expect("stats: the full table's packets counted", f.get("table_full") == 2 and f.get("live") == 1, f)
+        # the sweep: the key idle past its 1 s timeout and the 1 s margin is deleted, its place given back
+        time.sleep(3.0)
+        code, out, err = ctl(sock, "--json", "key", "list", "few")
+        expect("sweep: the idle key deleted", code == 0 and json.loads(out)["result"]["live"] == 0, (out, err))
+        rx = Receiver()
+        send(5003, 2, ADDR_P2)
+        few = [g for g in rx.result() if g[0] == 5003]
+        expect("sweep: its place goes to a new key", [g[1] for g in few] == [ADDR_P2] * 2, few)
+        f = {r["name"]: r for r in json.loads(ctl(sock, "--json", "stats", "rules")[1])["result"]["rules"]}["few"]["keys"]
+        expect("stats after the sweep: one live key, two created", f["live"] == 1 and f["created"] == 2, f)
         code, out, err = ctl(sock, "--json", "key", "list", "hosts")
         listed = json.loads(out)["result"] if code == 0 else {}
         expect("key list hosts: the two sources", sorted(k["key"] for k in listed.get("keys", [])) ==
