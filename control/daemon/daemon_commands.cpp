@@ -177,7 +177,17 @@ protocol::Reply ok(std::string output, std::string result_json = {}) {
 }  // namespace
 
 DaemonCommands::DaemonCommands(dataplane::Engine& engine, std::string policy_path, Log audit, Snapshot snapshot)
-    : engine_(engine),
+    : DaemonCommands(std::make_unique<EnginePolicyHost>(engine), &engine, std::move(policy_path), std::move(audit),
+                     std::move(snapshot)) {}
+
+DaemonCommands::DaemonCommands(PolicyHost& host, std::string policy_path, Log audit, Snapshot snapshot)
+    : DaemonCommands(nullptr, nullptr, std::move(policy_path), std::move(audit), std::move(snapshot), &host) {}
+
+DaemonCommands::DaemonCommands(std::unique_ptr<PolicyHost> own, dataplane::Engine* engine, std::string policy_path,
+                               Log audit, Snapshot snapshot, PolicyHost* host)
+    : own_host_(std::move(own)),
+      host_(host != nullptr ? *host : *own_host_),
+      engine_(engine),
       policy_path_(std::move(policy_path)),
       source_("file " + quote(policy_path_, kQuotePathMaxBytes)),
       started_at_(std::chrono::system_clock::now()),
@@ -204,9 +214,9 @@ protocol::Reply DaemonCommands::handle(const protocol::Request& request, const P
     const nlohmann::json version = {{"version", TRICOLOR_VERSION},
                                     {"policy_source", source_},
                                     {"policy_loaded", time_text(loaded_at_)},
-                                    {"generation", engine_.generation()}};
+                                    {"generation", host_.generation()}};
     return ok("tricolord " TRICOLOR_VERSION "; policy from " + source_ + ", loaded " + time_text(loaded_at_) +
-                  ", rule set generation " + std::to_string(engine_.generation()),
+                  ", rule set generation " + std::to_string(host_.generation()),
               request.json ? version.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : std::string());
   }
   if (verb == "names") return names(request.json);
@@ -256,10 +266,10 @@ protocol::Reply DaemonCommands::handle(const protocol::Request& request, const P
                                                " (the daemon)"},
                   line, who(peer));
   }
-  dataplane::Policy next = engine_.policy();
+  dataplane::Policy next = host_.policy();
   auto output = control::execute(next, line);
   if (!output) return refuse(line, output.error(), line, who(peer));
-  if (next == engine_.policy()) return ok(std::move(*output));  // list, show, or no change
+  if (next == host_.policy()) return ok(std::move(*output));  // list, show, or no change
   auto reply = install(std::move(next), line, who(peer));
   if (reply.ok) reply.output = std::move(*output);
   return reply;
@@ -275,11 +285,11 @@ protocol::Reply DaemonCommands::reload(const std::string& by) {
     error.message = source_of_file() + ": " + error.message + "; the running policy is unchanged";
     return refuse("", error, what, by);
   }
-  if (*next == engine_.policy()) {
+  if (*next == host_.policy()) {
     source_ = source_of_file();
     audit_(by + ": " + what + ": the same policy as running, nothing to install");
     return ok(source_of_file() + ": the same policy as running; nothing changed",
-              dump({{"generation", engine_.generation()}, {"changed", false}}));
+              dump({{"generation", host_.generation()}, {"changed", false}}));
   }
   auto reply = install(std::move(*next), what, by);
   if (!reply.ok) {
@@ -287,26 +297,57 @@ protocol::Reply DaemonCommands::reload(const std::string& by) {
     return reply;
   }
   source_ = source_of_file();
-  reply.output = source_of_file() + ": installed, rule set generation " + std::to_string(engine_.generation());
-  reply.result_json = dump({{"generation", engine_.generation()}, {"changed", true}});
+  reply.output = source_of_file() + ": installed, rule set generation " + std::to_string(host_.generation());
+  reply.result_json = dump({{"generation", host_.generation()}, {"changed", true}});
   return reply;
 }
 
 std::string DaemonCommands::source_of_file() const { return "file " + quote(policy_path_, kQuotePathMaxBytes); }
 
 protocol::Reply DaemonCommands::install(dataplane::Policy next, const std::string& what, const std::string& by) {
-  auto installed = engine_.update(next);
+  auto installed = host_.update(next);
   if (!installed) return refuse("", installed.error(), what, by);
   loaded_at_ = std::chrono::system_clock::now();
   audit_(by + ": accepted: " + quote(what, 200) + " (rule set generation " +
-         std::to_string(engine_.generation()) + ")");
+         std::to_string(host_.generation()) + ")");
   // The generation lets a client see the change take effect: each worker's `generation_seen` in
   // `stats workers` reaches it at the worker's first burst under the new set.
-  return ok("", dump({{"generation", engine_.generation()}}));
+  return ok("", dump({{"generation", host_.generation()}}));
+}
+
+// `key list` and `key show` over a dataplane that lists its keys itself (XDP): each key with its
+// meter's levels and the tick of its latest packet (the program keeps no per-key counters).
+protocol::Reply DaemonCommands::host_keys(const std::string& line, std::size_t rule, bool json) {
+  const auto words = words_of(line);
+  const dataplane::Rule& def = host_.policy().rules[rule];
+  auto listed = host_.keys_of(rule);
+  if (!listed) return refused_at("key: this dataplane cannot list its keys", words[0]);
+  if (!*listed) return refused_at("key: " + listed->error().message, words[0]);
+  std::vector<PolicyHost::HostKey> keys = std::move(**listed);
+  if (words[1].text == "show") {
+    if (words.size() < 4) return refused_at("key show: expected the key after the rule's name", words[2]);
+    const std::string text(trim(std::string_view(line).substr(words[3].column - 1)));
+    const auto key = dataplane::parse_key_text(def.per_key, text);
+    if (!key) return refused_at("key show: " + quote(text, 200) + " is not a key of rule " + def.name, words[3]);
+    std::erase_if(keys, [&](const PolicyHost::HostKey& k) { return k.key != *key; });
+    if (keys.empty()) return refused_at("key show: rule " + def.name + " has no live key " + quote(text, 200), words[3]);
+  } else if (words.size() > 3) {
+    return refused_at("key list: the XDP dataplane lists all of a rule's keys (no top or order: it keeps no per-key "
+                      "counters)", words[3]);
+  }
+  nlohmann::json j = {{"rule", def.name}, {"live", keys.size()}, {"keys", nlohmann::json::array()}};
+  std::string text = "rule " + def.name + ": " + std::to_string(keys.size()) + " live keys\n";
+  for (const PolicyHost::HostKey& k : keys) {
+    const std::string name = dataplane::key_text(def.per_key, k.key);
+    j["keys"].push_back({{"key", name}, {"levels", {k.levels[0], k.levels[1]}}, {"last_tick", k.last_tick}});
+    text += "  " + name + "  levels " + std::to_string(k.levels[0]) + " " + std::to_string(k.levels[1]) +
+            " (in 1e-9 tokens: bytes or packets)  latest packet at tick " + std::to_string(k.last_tick) + "\n";
+  }
+  return json ? ok("", dump(j)) : ok(text);
 }
 
 protocol::Reply DaemonCommands::names(bool json) const {
-  const dataplane::Policy& policy = engine_.policy();
+  const dataplane::Policy& policy = host_.policy();
   nlohmann::json j = {{"rules", nlohmann::json::array()}, {"profiles", nlohmann::json::array()},
                       {"color_maps", nlohmann::json::array()}};
   std::string text;
@@ -364,14 +405,15 @@ protocol::Reply DaemonCommands::keys(const std::string& line, bool json) {
   if (words.size() < 3 || (words[1].text != "list" && words[1].text != "show"))
     return fail("key: expected `key list RULE [top N | all] [by ORDER]` or `key show RULE KEY`",
                 words[words.size() > 1 ? 1 : 0]);
-  const Policy& policy = engine_.policy();
+  const Policy& policy = host_.policy();
   std::size_t rule = policy.rules.size();
   for (std::size_t r = 0; r < policy.rules.size(); ++r)
     if (policy.rules[r].name == words[2].text) rule = r;
   if (rule == policy.rules.size()) return fail("key: no rule named " + quote(words[2].text, 200), words[2]);
   const Rule& def = policy.rules[rule];
   if (def.per_key.kind == KeyKind::none) return fail("key: rule " + def.name + " has no per-key meters", words[2]);
-  const std::uint64_t hz = engine_.tick_rate().hz();
+  if (engine_ == nullptr) return host_keys(line, rule, json);
+  const std::uint64_t hz = engine_->tick_rate().hz();
 
   if (words[1].text == "show") {
     if (words.size() < 4) return fail("key show: expected the key after the rule's name", words[2]);
@@ -379,7 +421,7 @@ protocol::Reply DaemonCommands::keys(const std::string& line, bool json) {
     const std::string text(trim(std::string_view(line).substr(words[3].column - 1)));
     const auto key = parse_key_text(def.per_key, text);
     if (!key) return fail("key show: " + quote(text, 200) + " is not a key of rule " + def.name, words[3]);
-    const auto found = find_key(engine_, rule, *key);
+    const auto found = find_key(*engine_, rule, *key);
     const std::string name = key_text(def.per_key, *key);
     if (!found) return fail("key show: rule " + def.name + " has no live key " + name, words[3]);
     const dataplane::ProfileDef* profile = policy.find_profile(def.profile);
@@ -447,8 +489,8 @@ protocol::Reply DaemonCommands::keys(const std::string& line, bool json) {
       order = *named;
     }
   }
-  const auto ranked = rank_keys(engine_, rule, order, top);
-  const std::size_t live = engine_.live_keys(rule);
+  const auto ranked = rank_keys(*engine_, rule, order, top);
+  const std::size_t live = engine_->live_keys(rule);
   if (json) {
     nlohmann::json j = {{"rule", def.name}, {"live_keys", live}, {"sorted_by", to_string(order)},
                         {"keys", nlohmann::json::array()}};
@@ -488,10 +530,10 @@ protocol::Reply DaemonCommands::refuse(const std::string& line, const Error& err
 }
 
 protocol::Reply DaemonCommands::save() const {
-  const dataplane::Policy& policy = engine_.policy();
+  const dataplane::Policy& policy = host_.policy();
   return ok(control::print(policy),
             dump({{"rules", policy.rules.size()}, {"profiles", policy.profiles.size()},
-                  {"color_maps", policy.color_maps.size()}, {"generation", engine_.generation()}}));
+                  {"color_maps", policy.color_maps.size()}, {"generation", host_.generation()}}));
 }
 
 }  // namespace tricolor::control

@@ -32,10 +32,12 @@
 // audit log with the peer's uid and pid.
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "control/daemon/control_server.hpp"
+#include "control/daemon/policy_host.hpp"
 #include "control/telemetry/prometheus.hpp"
 #include "control/daemon/protocol.hpp"
 #include "dataplane/dpdk/daemon_report.hpp"
@@ -52,6 +54,8 @@ class DaemonCommands {
 
   // policy_path: the daemon's policy file, which `reload` reads again.
   DaemonCommands(dataplane::Engine& engine, std::string policy_path, Log audit, Snapshot snapshot);
+  // Over another dataplane (XDP): `key list` and `key show` are refused, saying why.
+  DaemonCommands(PolicyHost& host, std::string policy_path, Log audit, Snapshot snapshot);
 
   protocol::Reply handle(const protocol::Request& request, const Peer& peer);
 
@@ -71,8 +75,14 @@ class DaemonCommands {
   protocol::Reply stats(const std::string& line, bool json);
   protocol::Reply keys(const std::string& line, bool json);
   protocol::Reply names(bool json) const;
+  protocol::Reply host_keys(const std::string& line, std::size_t rule, bool json);
 
-  dataplane::Engine& engine_;
+  DaemonCommands(std::unique_ptr<PolicyHost> own, dataplane::Engine* engine, std::string policy_path, Log audit,
+                 Snapshot snapshot, PolicyHost* host = nullptr);
+
+  std::unique_ptr<PolicyHost> own_host_;  // the engine's adapter, when constructed over the engine
+  PolicyHost& host_;                      // the running policy and its updates
+  dataplane::Engine* engine_;             // the key queries' engine; null over the XDP dataplane
   std::string policy_path_;  // the daemon's policy file
   std::string source_;       // where the running policy came from
   std::chrono::system_clock::time_point started_at_;

@@ -55,6 +55,10 @@
 #include "dataplane/engine/memory_text.hpp"
 #include "dataplane/dpdk/ports.hpp"
 #include "policer/quote.hpp"
+#ifdef TRICOLOR_HAVE_XDP
+#include "control/daemon/xdp_daemon.hpp"
+#include "dataplane/xdp/xdp_policy.hpp"
+#endif
 
 #include <nlohmann/json.hpp>
 
@@ -386,6 +390,95 @@ Expected<int> open_audit_log(const std::string& path) {
   return fd;
 }
 
+#ifdef TRICOLOR_HAVE_XDP
+// The control side's pace in XDP mode: the kernel meters, so the loop only answers requests, reloads
+// and stops; a request wakes it at once.
+constexpr auto kXdpControlPeriod = std::chrono::milliseconds(50);
+// How often idle keys are looked for (the program renews an idle key in place at its next packet; the
+// sweep gives the places of keys that send nothing more back to their rule's capacity).
+constexpr auto kXdpSweepPeriod = std::chrono::milliseconds(500);
+
+// tricolord --xdp: the policy as an XDP program on kernel interfaces; no EAL, no DPDK port. The same
+// socket, commands, audit log, metrics and final counters as the DPDK daemon (DaemonCommands over the
+// XdpDataplane). Ends by detaching (the links closed), also when a start fails half way.
+int run_xdp(const DaemonOptions& o, const Policy& policy, control::ControlServer& server,
+            const std::function<void(const std::string&)>& audit, control::ControlCalls& control_calls,
+            std::unique_ptr<control::MetricsServer>& metrics,
+            std::function<std::pair<DaemonSnapshot, control::DaemonFacts>()>& metrics_source, int audit_fd) {
+  // Refused before anything is loaded or attached, naming the rule.
+  if (auto image = xdp::translate(policy); !image)
+    fail(control::kExitPolicy, "policy " + quote(o.policy_path, kQuotePathMaxBytes) + ": " + image.error().message +
+                                   " (the XDP dataplane cannot run it)");
+  auto dataplane = control::XdpDataplane::start(policy, o.xdp_interfaces, o.xdp_mode, o.xdp_force);
+  if (!dataplane) fail(control::kExitRuntime, dataplane.error().message);
+  control::XdpDataplane& xdp = **dataplane;
+  const char* mode = o.xdp_mode == control::XdpMode::skb ? "skb (generic)" : "native";
+  for (const control::XdpAttachment& a : xdp.attachments())
+    say("XDP program attached to " + a.interface + " (ifindex " + std::to_string(a.ifindex) + ", " + mode +
+        " mode, by a bpf_link: the kernel detaches it when tricolord ends)");
+  say("policy " + quote(o.policy_path, kQuotePathMaxBytes) + ": " + std::to_string(policy.rules.size()) +
+      " rules; XDP dataplane, clock bpf_ktime_get_ns");
+  const auto started_at = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at).count(); };
+  auto snapshot = [&](unsigned sections = kReportAll) { return xdp.snapshot(elapsed(), sections); };
+  control::DaemonCommands commands(xdp, o.policy_path, audit, snapshot);
+  const auto handle = [&](const control::protocol::Request& r, const control::Peer& p) { return commands.handle(r, p); };
+  say("control socket: " + o.socket_path);
+  metrics_source = [&] { return std::pair{snapshot(), commands.facts()}; };
+  if (metrics) {
+    metrics->start();
+    say("metrics: http://" + o.metrics->text() + "/metrics");
+  }
+  say("running; SIGINT or SIGTERM stops, SIGHUP reloads the policy file");
+  const auto service_status = [&] {
+    return std::to_string(xdp.policy().rules.size()) + " rules (generation " + std::to_string(xdp.generation()) +
+           "), XDP on " + std::to_string(xdp.attachments().size()) + " interface(s); socket " + o.socket_path;
+  };
+  g_service.ready("policing: " + service_status());
+  DaemonSnapshot previous = snapshot();
+  double next_stats = o.stats_interval_s;
+  auto next_sweep = std::chrono::steady_clock::now() + kXdpSweepPeriod;
+  bool sweep_failed = false;
+  while (!g_stop_requested.load(std::memory_order_relaxed)) {
+    server.poll(kXdpControlPeriod, handle);
+    if (std::chrono::steady_clock::now() >= next_sweep) {
+      next_sweep += kXdpSweepPeriod;
+      auto swept = xdp.sweep();
+      if (!swept && !sweep_failed) say("the sweep of idle keys failed: " + swept.error().message);
+      sweep_failed = !swept;
+    }
+    control_calls.run_pending();
+    g_service.watchdog(std::chrono::steady_clock::now());
+    say_ignored_signals();
+    if (g_reload_requested.exchange(false, std::memory_order_relaxed)) {
+      g_service.reloading("reloading " + o.policy_path);
+      const control::protocol::Reply reply = commands.reload("SIGHUP");
+      say("SIGHUP: " + (reply.ok ? reply.output : "reload refused: " + reply.error.message));
+      g_service.ready("policing: " + service_status());
+    }
+    const double now = elapsed();
+    if (o.duration_s > 0 && now >= o.duration_s) break;
+    if (o.stats_interval_s > 0 && now >= next_stats) {
+      next_stats += o.stats_interval_s;
+      DaemonSnapshot current = snapshot();
+      if (o.json) write_json_line(current, "stats", std::cout);
+      else print_rates(previous, current, std::cout);
+      previous = std::move(current);
+    }
+  }
+  g_service.stopping("stopping: detaching the XDP program");
+  control_calls.close();
+  metrics.reset();
+  const DaemonSnapshot final_counters = snapshot();
+  if (o.json) write_json_line(final_counters, "final", std::cout);
+  else print_totals(final_counters, std::cout);
+  dataplane->reset();  // detached and unloaded
+  say("XDP program detached");
+  if (audit_fd >= 0) ::close(audit_fd);
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -457,6 +550,15 @@ int run(int argc, char** argv) {
     });
     if (!bound) fail(control::kExitUsage, bound.error().message);
     metrics = std::move(*bound);
+  }
+
+  if (!o.xdp_interfaces.empty()) {
+#ifdef TRICOLOR_HAVE_XDP
+    return run_xdp(o, *policy, **server, audit, control_calls, metrics, metrics_source, audit_fd);
+#else
+    fail(control::kExitUsage, "--xdp: this tricolord was built without the XDP dataplane (it needs clang, bpftool "
+                              "and libbpf-dev at build time)");
+#endif
   }
 
   // Captures that net_pcap ports replay from memory (infinite_rx=1) hold an mbuf a packet for as long

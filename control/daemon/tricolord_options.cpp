@@ -1,5 +1,6 @@
 #include "control/daemon/tricolord_options.hpp"
 
+#include <algorithm>
 #include <CLI/CLI.hpp>
 
 #include <charconv>
@@ -17,7 +18,7 @@ namespace tricolor::control {
 namespace {
 static_assert(dataplane::kDefaultScanEntries == 16, "the usage text and --help say 16");
 
-constexpr const char* kUsage = "tricolord [EAL options] -- --policy FILE [options]";
+constexpr const char* kUsage = "tricolord [EAL options] -- --policy FILE [options], or tricolord --xdp IFACE --policy FILE [options]";
 
 constexpr const char* kEalHelp = R"(EAL options (before --; DPDK's own, see `dpdk-testpmd --help` for all):
   -l CORES              the lcores: the first is the main lcore (control: sleeps, prints counters),
@@ -59,6 +60,12 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
   --socket-idle-timeout S   a control connection with nothing in progress for S seconds is closed
                         (default 60; tricolorctl connects again by itself)
   --audit-log FILE      where accepted and refused changes are logged (default: syslog); created 0640
+  --xdp IFACE[,IFACE...]   XDP mode: no EAL and no DPDK port; the policy runs as an XDP program
+                        attached to these kernel interfaces (`tricolord --xdp IFACE --policy FILE`,
+                        no -- needed; no EAL options)
+  --xdp-mode native|skb   native (the driver's XDP, the default; refused where the driver has none)
+                        or skb (the kernel's generic XDP, slower, any interface)
+  --xdp-force           replace an XDP program some other tool attached to the interface
   --metrics ADDR:PORT   serve the counters to Prometheus over HTTP, GET /metrics (off by default;
                         e.g. 127.0.0.1:9400, [::1]:9400, 0.0.0.0:9400 for every interface)
   --cluster-redis ADDR  lease cluster meters' tokens from Redis at HOST:PORT or unix:PATH (rules with
@@ -145,7 +152,10 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
     // Without `--` only a request for help makes sense: everything else is the daemon's part misplaced.
     for (int i = 1; i < argc; ++i) app_args.push_back(argv[i]);
     const bool help = app_args.size() == 1 && (app_args[0] == "--help" || app_args[0] == "-h" || app_args[0] == "--version");
-    if (!help) {
+    // XDP mode has no EAL part: `tricolord --xdp IFACE --policy FILE` needs no `--`.
+    const bool xdp = std::any_of(app_args.begin(), app_args.end(),
+                                 [](const std::string& a) { return a == "--xdp" || a.rfind("--xdp=", 0) == 0; });
+    if (!help && !xdp) {
       result.exit_status = usage_error(argc == 1 ? "no options: at least -- --policy FILE is needed"
                                                  : "tricolord's own options go after `--` (EAL options before it)");
       return result;
@@ -212,6 +222,10 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--flow-cache-entries", o.flow_cache_entries,
                  "N  each worker's flow cache in front of the classifier, N entries (default 0: none)")
       ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{dataplane::kMaxFlowCacheEntries}));
+  std::string xdp_list, xdp_mode = "native";
+  app.add_option("--xdp", xdp_list, "IFACE[,IFACE...]  XDP mode on these interfaces");
+  app.add_option("--xdp-mode", xdp_mode, "native | skb  (default native)");
+  app.add_flag("--xdp-force", o.xdp_force, "replace a foreign XDP program");
   try {
     std::vector<std::string> reversed(app_args.rbegin(), app_args.rend());  // CLI11 takes them reversed
     app.parse(reversed);
@@ -307,6 +321,38 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   }
   if (!o.cluster.user.empty() && o.cluster_password_file.empty()) {
     result.exit_status = usage_error("--cluster-user needs --cluster-password-file (the user's password)");
+    return result;
+  }
+  for (std::size_t at = 0; !xdp_list.empty() && at <= xdp_list.size();) {
+    const std::size_t end = std::min(xdp_list.find(',', at), xdp_list.size());
+    const std::string name = xdp_list.substr(at, end - at);
+    if (name.empty() || name.size() >= 16 || name.find_first_of("/ \t") != std::string::npos) {
+      result.exit_status = usage_error("--xdp " + quote(xdp_list) + ": expected interface names separated by commas");
+      return result;
+    }
+    if (std::find(o.xdp_interfaces.begin(), o.xdp_interfaces.end(), name) != o.xdp_interfaces.end()) {
+      result.exit_status = usage_error("--xdp: interface " + quote(name) + " given twice");
+      return result;
+    }
+    o.xdp_interfaces.push_back(name);
+    at = end + 1;
+  }
+  if (xdp_mode == "native") o.xdp_mode = XdpMode::native;
+  else if (xdp_mode == "skb") o.xdp_mode = XdpMode::skb;
+  else {
+    result.exit_status = usage_error("--xdp-mode " + quote(xdp_mode) + ": expected native or skb");
+    return result;
+  }
+  if (o.xdp_interfaces.empty() && (o.xdp_force || xdp_mode != "native")) {
+    result.exit_status = usage_error("--xdp-mode and --xdp-force go with --xdp IFACE");
+    return result;
+  }
+  if (!o.xdp_interfaces.empty() && (o.eal_args.size() > 1 || !o.pairs.empty())) {
+    result.exit_status = usage_error("--xdp runs without the EAL and DPDK ports: no EAL options before --, no --pair or --one-armed");
+    return result;
+  }
+  if (!o.xdp_interfaces.empty() && !o.cluster.redis.empty()) {
+    result.exit_status = usage_error("--cluster-redis: cluster meters are not in the XDP dataplane (--xdp)");
     return result;
   }
   if (!metrics.empty()) {

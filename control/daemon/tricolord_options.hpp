@@ -19,6 +19,9 @@ inline constexpr int kExitUsage = 1;    // the command line is wrong
 inline constexpr int kExitPolicy = 2;   // the startup policy cannot be read or is refused
 inline constexpr int kExitRuntime = 3;  // the EAL, a port or memory failed
 
+// How the XDP program is attached: by the driver (native), or by the kernel's generic path (skb).
+enum class XdpMode { native, skb };
+
 struct PortPair {
   std::uint16_t a = 0, b = 0;  // a == b: one-armed
 };
@@ -51,6 +54,10 @@ struct DaemonOptions {
   // cluster_password_file at startup (never on the command line, where ps shows it).
   ClusterOptions cluster;
   std::string cluster_password_file;
+  // XDP mode (--xdp): the policy runs as an XDP program on these kernel interfaces; no EAL, no port.
+  std::vector<std::string> xdp_interfaces;  // empty: the DPDK daemon
+  XdpMode xdp_mode = XdpMode::native;
+  bool xdp_force = false;  // replace a foreign XDP program attached without a link
 };
 
 // What parse_command_line decided: run, or exit at once with a status (help printed, or an error

@@ -60,9 +60,12 @@ struct {
   __type(value, struct txdp_keyed_meter);
 } txdp_keys SEC(".maps");
 
+/* Mappable: the control side's sweep gives a deleted key's place back with an atomic decrement on
+ * the same words the program's atomic adds use (xdp_program.cpp). */
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(max_entries, TXDP_MAX_RULES);
+  __uint(map_flags, BPF_F_MMAPABLE);
   __type(key, __u32);
   __type(value, struct txdp_key_live);
 } txdp_key_live SEC(".maps");

@@ -2,13 +2,16 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
 
 #include "dataplane/xdp/tricolor_xdp.skel.h"
+#include "dataplane/xdp/xdp_sweep.hpp"
 
 namespace tricolor::dataplane::xdp {
 namespace {
@@ -16,6 +19,12 @@ namespace {
 Error system_error(const std::string& what, int error) {
   return Error{"xdp", what + ": " + std::strerror(error < 0 ? -error : error)};
 }
+
+// txdp_key_live as mapped: whole pages.
+const std::size_t kKeyLiveBytes = [] {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return (sizeof(txdp_key_live) * TXDP_MAX_RULES + page - 1) / page * page;
+}();
 
 int cpus() {
   const int n = libbpf_num_possible_cpus();
@@ -36,10 +45,20 @@ Expected<std::unique_ptr<XdpProgram>> XdpProgram::load(const LoadOptions& option
     tricolor_xdp__destroy(skeleton);
     return system_error("loading the XDP program (root, or CAP_BPF and CAP_NET_ADMIN, is needed)", e);
   }
-  return std::unique_ptr<XdpProgram>(new XdpProgram(skeleton, options));
+  void* live = ::mmap(nullptr, kKeyLiveBytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                      bpf_map__fd(skeleton->maps.txdp_key_live), 0);
+  if (live == MAP_FAILED) {
+    const int e = errno;
+    tricolor_xdp__destroy(skeleton);
+    return system_error("mapping the key counts", e);
+  }
+  return std::unique_ptr<XdpProgram>(new XdpProgram(skeleton, options, static_cast<txdp_key_live*>(live)));
 }
 
-XdpProgram::~XdpProgram() { tricolor_xdp__destroy(skeleton_); }
+XdpProgram::~XdpProgram() {
+  ::munmap(key_live_, kKeyLiveBytes);
+  tricolor_xdp__destroy(skeleton_);
+}
 
 int XdpProgram::program_fd() const noexcept { return bpf_program__fd(skeleton_->progs.tricolor_xdp); }
 
@@ -143,6 +162,54 @@ std::uint64_t XdpProgram::live_keys(std::uint32_t slot) const {
   txdp_key_live live{};
   bpf_map_lookup_elem(bpf_map__fd(skeleton_->maps.txdp_key_live), &slot, &live);
   return live.count;
+}
+
+Expected<std::vector<XdpProgram::LiveKey>> XdpProgram::keys_of(std::uint32_t slot) const {
+  const int fd = bpf_map__fd(skeleton_->maps.txdp_keys);
+  std::vector<LiveKey> keys;
+  txdp_key at{};
+  txdp_key next{};
+  const void* previous = nullptr;  // null: the first key
+  while (bpf_map_get_next_key(fd, previous, &next) == 0) {
+    at = next;
+    previous = &at;
+    if (at.slot != slot) continue;
+    txdp_keyed_meter value{};
+    if (bpf_map_lookup_elem_flags(fd, &at, &value, BPF_F_LOCK) != 0) {
+      if (errno == ENOENT) continue;  // deleted since
+      return system_error("reading a key", errno);
+    }
+    LiveKey live;
+    std::memcpy(live.key.data(), at.key, sizeof at.key);
+    live.state = value.state;
+    keys.push_back(live);
+  }
+  return keys;
+}
+
+Expected<std::uint64_t> XdpProgram::sweep_keys(std::uint32_t slot, std::uint64_t now, std::uint64_t idle_ticks) {
+  if (idle_ticks == 0 || slot >= TXDP_MAX_RULES) return std::uint64_t{0};
+  const int fd = bpf_map__fd(skeleton_->maps.txdp_keys);
+  // The keys first, then the deletes: deleting while walking would restart the walk.
+  std::vector<txdp_key> due;
+  txdp_key at{};
+  txdp_key next{};
+  const void* previous = nullptr;
+  while (bpf_map_get_next_key(fd, previous, &next) == 0) {
+    at = next;
+    previous = &at;
+    if (at.slot != slot) continue;
+    txdp_keyed_meter value{};
+    if (bpf_map_lookup_elem_flags(fd, &at, &value, BPF_F_LOCK) != 0) continue;  // deleted since
+    if (sweep_due(value.state.last, now, idle_ticks)) due.push_back(at);
+  }
+  std::uint64_t deleted = 0;
+  for (const txdp_key& key : due) {
+    if (bpf_map_delete_elem(fd, &key) != 0) continue;  // gone already
+    std::atomic_ref<__u64>(key_live_[slot].count).fetch_sub(1, std::memory_order_relaxed);
+    ++deleted;
+  }
+  return deleted;
 }
 
 }  // namespace tricolor::dataplane::xdp

@@ -3,6 +3,7 @@
 // bpftool from tricolor_xdp.bpf.c), and its maps as the control side writes and reads them. RAII:
 // the program and its maps go when the object does. Not attached to any interface here (the daemon's
 // part, issue 24 section 2): the tests run it with BPF_PROG_TEST_RUN.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -50,12 +51,27 @@ class XdpProgram {
   Expected<txdp_default_counters> default_counters() const;
   std::uint64_t live_keys(std::uint32_t slot) const;
 
+  // The per-key meters of `slot` now, each read under its spin lock (BPF_F_LOCK). A key deleted or
+  // added during the walk may be missed or seen; each entry read is whole.
+  struct LiveKey {
+    std::array<std::uint8_t, TXDP_KEY_SIZE> key{};
+    txdp_state state{};
+  };
+  Expected<std::vector<LiveKey>> keys_of(std::uint32_t slot) const;
+
+  // Deletes the keys of `slot` that sweep_due() says are idle at `now` and gives their places in the
+  // rule's capacity back; returns how many. A packet that renews a key between the sweep's read and
+  // its delete loses that renewal: its next packet creates the key afresh, as after an expiry.
+  Expected<std::uint64_t> sweep_keys(std::uint32_t slot, std::uint64_t now, std::uint64_t idle_ticks);
+
   int program_fd() const noexcept;
 
  private:
-  explicit XdpProgram(tricolor_xdp* skeleton, const LoadOptions& options) : skeleton_(skeleton), options_(options) {}
+  explicit XdpProgram(tricolor_xdp* skeleton, const LoadOptions& options, txdp_key_live* live)
+      : skeleton_(skeleton), options_(options), key_live_(live) {}
   tricolor_xdp* skeleton_;
   LoadOptions options_;
+  txdp_key_live* key_live_;  // txdp_key_live, mapped (BPF_F_MMAPABLE): the sweep's atomic decrements
   std::uint32_t live_half_ = 0;
   bool has_image_ = false;
   RuleSetImage image_;

@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""tricolord --xdp (issue 24, second part), the real daemon on a real veth pair with real packets.
+
+Two network namespaces of the test's own (unique names, removed in `finally`) joined by a veth pair;
+tricolord --xdp on one end (native XDP), UDP from a socket in the peer namespace, received by a
+socket on the daemon's side that reads each datagram's TOS (IP_RECVTOS). Checked:
+  1. an aggregate rule (srTCM in packets: 10 green, then red): green remarked AF41, red dropped;
+     `stats` agrees with what was sent and received; a per-key rule meters each source apart, and
+     `key list` / `key show` show its keys; a full key table takes the rule's fallback, counted; the sweep deletes an idle key and
+     its place goes to a new one;
+  2. a profile change through tricolorctl takes effect and keeps the bucket's level (an emptied
+     bucket stays empty across a change that makes it larger);
+  3. a policy the XDP program cannot run (a PCP remark) is refused by `load`, naming the rule, and
+     nothing changes;
+  4. a second tricolord on the same interface is refused;
+  5. after SIGTERM the interface has no XDP program; after SIGKILL (of the PID this test started) the
+     kernel detaches it and a new start works;
+  6. a foreign XDP program (a tiny one built here) makes a start refused, unless --xdp-force.
+Every process started here ends by itself (--duration) or is stopped by its own PID.
+
+Run by meson: xdp_daemon_test.py BUILD_ROOT XDP_BUILT (1 or 0).
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from ctl_support import ctl, expect, finish, tricolord, wait_for  # noqa: E402
+
+SKIP = 77  # meson: skipped
+if sys.argv[2] != "1":
+    print("skipped: tricolord was built without the XDP dataplane (clang, bpftool, libbpf-dev; -Dxdp=enabled)")
+    sys.exit(SKIP)
+if os.geteuid() != 0:
+    print("skipped: attaching XDP programs and making network namespaces needs root")
+    sys.exit(SKIP)
+
+TAG = f"{os.getpid() % 100000}"
+NS_D, NS_P = f"txd{TAG}", f"txp{TAG}"  # the daemon's namespace, the peer's
+IF_D, IF_P = f"txd{TAG}", f"txp{TAG}"
+ADDR_D, ADDR_P, ADDR_P2 = "10.77.0.1", "10.77.0.2", "10.77.0.3"
+AF41_TOS = 34 << 2
+
+POLICY = """\
+profile add agg srtcm cir 1pps cbs 10pkt ebs 0pkt
+profile add host srtcm cir 1pps cbs 3pkt ebs 0pkt
+rule add agg proto udp dport 5001 profile agg green remark af41 red drop
+rule add hosts proto udp dport 5002 per src capacity 64 profile host red drop
+rule add few proto udp dport 5003 per src capacity 1 timeout 1s fallback drop profile host
+"""
+REFUSED = POLICY + "rule add tagged proto udp dport 5004 profile agg green pcp 3\n"
+
+RECEIVER = r"""
+import json, socket, sys, select, time
+ports = [int(p) for p in sys.argv[1].split(",")]
+socks = []
+for p in ports:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+    s.bind(("0.0.0.0", p))
+    socks.append(s)
+print("ready", flush=True)
+got = []
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    ready, _, _ = select.select(socks, [], [], 0.1)
+    for s in ready:
+        data, anc, _, addr = s.recvmsg(2048, socket.CMSG_SPACE(4))
+        tos = next((c[2][0] for c in anc if c[0] == socket.IPPROTO_IP), None)
+        if data == b"END":
+            print(json.dumps(got), flush=True); sys.exit(0)
+        got.append([s.getsockname()[1], addr[0], tos, data.decode()])
+print(json.dumps(got), flush=True)
+"""
+
+SENDER = r"""
+import socket, sys
+dst, port, count, src = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((src, 0))
+for i in range(count):
+    s.sendto(f"{port}-{i}".encode(), (dst, port))
+"""
+
+TINY_XDP = r"""
+#include <linux/bpf.h>
+__attribute__((section("xdp"), used)) int foreign_pass(struct xdp_md *ctx) { return XDP_PASS; }
+char LICENSE[] __attribute__((section("license"), used)) = "GPL";
+"""
+
+
+def sh(*argv, check=True):
+    r = subprocess.run(list(argv), capture_output=True, text=True, timeout=30)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {r.stderr.strip()}")
+    return r
+
+
+def in_ns(ns, *argv):
+    return ["ip", "netns", "exec", ns, *argv]
+
+
+def xdp_attached():
+    """The XDP line of `ip link show` for the daemon's end, or '' when none is attached."""
+    out = sh("ip", "-n", NS_D, "-d", "link", "show", IF_D).stdout
+    return " ".join(w for w in out.split() if "xdp" in w or w.startswith("prog/"))
+
+
+def wait_detached(limit_s=5):
+    deadline = time.monotonic() + limit_s
+    while xdp_attached() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return xdp_attached() == ""
+
+
+def send(port, count, src=ADDR_P):
+    sh(*in_ns(NS_P, sys.executable, "-c", SENDER, ADDR_D, str(port), str(count), src))
+
+
+class Receiver:
+    """A UDP receiver in the daemon's namespace, until an END datagram (to port 5009, no rule)."""
+
+    def __init__(self):
+        self.process = subprocess.Popen(in_ns(NS_D, sys.executable, "-c", RECEIVER, "5001,5002,5003,5009", "60"),
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.process.stdout.readline().strip() == "ready"
+
+    def result(self):
+        time.sleep(0.3)
+        sh(*in_ns(NS_P, sys.executable, "-c", SENDER.replace('f"{port}-{i}".encode()', 'b"END"'),
+                  ADDR_D, "5009", "1", ADDR_P))
+        out, _ = self.process.communicate(timeout=70)
+        return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="tricolor-xdpd-")
+    daemons = []
+    policy = os.path.join(work, "policy")
+    with open(policy, "w") as f:
+        f.write(POLICY)
+    sock = os.path.join(work, "sock")
+    audit = os.path.join(work, "audit.log")
+
+    def start(extra=(), socket_path=sock):
+        d = subprocess.Popen(in_ns(NS_D, tricolord, "--xdp", IF_D, "--policy", policy, "--socket", socket_path,
+                                   "--audit-log", audit, "--duration", "120", *extra),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        daemons.append(d)
+        return d
+
+    def stop(d, sig=signal.SIGTERM):
+        if d.poll() is None:
+            d.send_signal(sig)  # by the PID this test started (ip netns exec execs tricolord: same PID)
+        return d.communicate(timeout=30)[1]
+
+    try:
+        sh("ip", "netns", "add", NS_D)
+        sh("ip", "netns", "add", NS_P)
+        sh("ip", "link", "add", IF_D, "netns", NS_D, "type", "veth", "peer", "name", IF_P, "netns", NS_P)
+        sh("ip", "-n", NS_D, "addr", "add", f"{ADDR_D}/24", "dev", IF_D)
+        sh("ip", "-n", NS_P, "addr", "add", f"{ADDR_P}/24", "dev", IF_P)
+        sh("ip", "-n", NS_P, "addr", "add", f"{ADDR_P2}/24", "dev", IF_P)
+        for ns, dev in ((NS_D, IF_D), (NS_P, IF_P)):
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        mac_d = json.loads(sh("ip", "-n", NS_D, "-j", "link", "show", IF_D).stdout)[0]["address"]
+        mac_p = json.loads(sh("ip", "-n", NS_P, "-j", "link", "show", IF_P).stdout)[0]["address"]
+        sh("ip", "-n", NS_P, "neigh", "replace", ADDR_D, "lladdr", mac_d, "dev", IF_P, "nud", "permanent")
+        for a in (ADDR_P, ADDR_P2):
+            sh("ip", "-n", NS_D, "neigh", "replace", a, "lladdr", mac_p, "dev", IF_D, "nud", "permanent")
+
+        # 1. traffic
+        daemon = start()
+        expect("tricolord --xdp starts and answers", wait_for(sock, daemon), daemon.poll())
+        expect("an XDP program is attached", "xdp" in xdp_attached(), xdp_attached())
+        rx = Receiver()
+        send(5001, 25)
+        send(5002, 8, ADDR_P)
+        send(5002, 8, ADDR_P2)
+        send(5003, 2, ADDR_P)
+        send(5003, 2, ADDR_P2)
+        got = rx.result()
+        agg = [g for g in got if g[0] == 5001]
+        hosts = [g for g in got if g[0] == 5002]
+        expect("aggregate: the green burst arrives (10, or 11 if a second passed)", len(agg) in (10, 11), len(agg))
+        expect("aggregate: green arrives remarked AF41", all(g[2] == AF41_TOS for g in agg), agg)
+        expect("aggregate: the first 10 sent are the ones that arrive",
+               [g[3] for g in agg[:10]] == [f"5001-{i}" for i in range(10)], agg)
+        for src in (ADDR_P, ADDR_P2):
+            mine = [g for g in hosts if g[1] == src]
+            expect(f"per-key: source {src} gets its own 3 green (red dropped)", len(mine) in (3, 4), hosts)
+            expect(f"per-key: source {src} unremarked", all(g[2] == 0 for g in mine), mine)
+        code, out, err = ctl(sock, "--json", "stats", "rules")
+        expect("stats rules answers", code == 0, err)
+        rules = {r["name"]: r for r in json.loads(out)["result"]["rules"]} if code == 0 else {}
+        a = rules.get("agg", {})
+        expect("stats: agg green = received", a.get("green_packets") == len(agg), a)
+        expect("stats: agg red = dropped = sent - received",
+               a.get("red_packets") == 25 - len(agg) and a.get("dropped_packets") == 25 - len(agg), a)
+        h = rules.get("hosts", {})
+        expect("stats: hosts 2 keys live and created", h.get("keys", {}).get("live") == 2 and
+               h.get("keys", {}).get("created") == 2, h)
+        expect("stats: hosts green + red = 16", h.get("green_packets", 0) + h.get("red_packets", 0) == 16, h)
+        few = [g for g in got if g[0] == 5003]
+        expect("full key table: the second source takes the fallback (drop)", [g[1] for g in few] == [ADDR_P] * 2, few)
+        f = rules.get("few", {}).get("keys", {})
+        expect("stats: the full table's packets counted", f.get("table_full") == 2 and f.get("live") == 1, f)
+        # the sweep: the key idle past its 1 s timeout and the 1 s margin is deleted, its place given back
+        time.sleep(3.0)
+        code, out, err = ctl(sock, "--json", "key", "list", "few")
+        expect("sweep: the idle key deleted", code == 0 and json.loads(out)["result"]["live"] == 0, (out, err))
+        rx = Receiver()
+        send(5003, 2, ADDR_P2)
+        few = [g for g in rx.result() if g[0] == 5003]
+        expect("sweep: its place goes to a new key", [g[1] for g in few] == [ADDR_P2] * 2, few)
+        f = {r["name"]: r for r in json.loads(ctl(sock, "--json", "stats", "rules")[1])["result"]["rules"]}["few"]["keys"]
+        expect("stats after the sweep: one live key, two created", f["live"] == 1 and f["created"] == 2, f)
+        code, out, err = ctl(sock, "--json", "key", "list", "hosts")
+        listed = json.loads(out)["result"] if code == 0 else {}
+        expect("key list hosts: the two sources", sorted(k["key"] for k in listed.get("keys", [])) ==
+               [ADDR_P, ADDR_P2] and listed.get("live") == 2, (out, err))
+        code, out, err = ctl(sock, "key", "show", "hosts", ADDR_P2)
+        expect("key show hosts ADDR: that key", code == 0 and ADDR_P2 in out and ADDR_P + " " not in out, (out, err))
+        code, out, err = ctl(sock, "key", "show", "hosts", "10.77.0.9")
+        expect("key show of a key not live: refused", code != 0, out)
+        code, out, err = ctl(sock, "stats")
+        expect("stats (text) answers", code == 0 and "agg" in out, (out, err))
+        code, out, err = ctl(sock, "stats", "prometheus")
+        expect("stats prometheus has the rule", code == 0 and 'rule="agg"' in out, (out[:300], err))
+
+        # 2. a rate change keeps the level: the bucket is empty; made larger, it stays nearly empty.
+        code, out, err = ctl(sock, "profile", "change", "agg", "srtcm", "cir", "1pps", "cbs", "30pkt", "ebs", "0pkt")
+        expect("profile change through tricolorctl accepted", code == 0, err)
+        code, out, err = ctl(sock, "profile", "show", "agg")
+        expect("the change is the running policy", "30" in out, out)
+        rx = Receiver()
+        send(5001, 25)
+        got = [g for g in rx.result() if g[0] == 5001]
+        expect("after the change the level was kept (a few tokens refilled, not a full 30)", len(got) <= 5, len(got))
+        a2 = {r["name"]: r for r in json.loads(ctl(sock, "--json", "stats", "rules")[1])["result"]["rules"]}["agg"]
+        expect("stats after the change: counters carried on", a2["green_packets"] + a2["red_packets"] == 50, a2)
+
+        # 3. a refused policy changes nothing
+        before = json.loads(ctl(sock, "--json", "version")[1])["result"]["generation"]
+        refused_path = os.path.join(work, "refused")
+        with open(refused_path, "w") as f:
+            f.write(REFUSED)
+        code, out, err = ctl(sock, "load", refused_path)
+        expect("load of a policy XDP cannot run: refused naming the rule", code != 0 and "tagged" in err, (code, out, err))
+        after = json.loads(ctl(sock, "--json", "version")[1])["result"]["generation"]
+        expect("refused load: generation unchanged", after == before, (before, after))
+        code, out, _ = ctl(sock, "rule", "list")
+        expect("refused load: the rules unchanged", "tagged" not in out and "agg" in out, out)
+        with open(policy, "w") as f:
+            f.write(REFUSED)
+        code, out, err = ctl(sock, "reload")
+        expect("reload of a policy XDP cannot run: refused naming the rule", code != 0 and "tagged" in err, err)
+        with open(policy, "w") as f:
+            f.write(POLICY)
+        # Meters follow a rule's position: a delete that would move the rules after it is refused,
+        # nothing changed; a rule added at the end is taken.
+        code, out, err = ctl(sock, "rule", "delete", "agg")
+        expect("rule delete before other rules: refused, saying why", code != 0 and "by its position" in err, (code, err))
+        code, out, _ = ctl(sock, "rule", "list")
+        expect("the refused delete changed nothing", "agg" in out and "few" in out, out)
+        code, out, err = ctl(sock, "rule", "add", "late", "proto", "udp", "dport", "5009", "profile", "agg")
+        expect("a rule added at the end: taken", code == 0, err)
+        with open(audit) as f:
+            log = f.read()
+        expect("audit log has the accepted change and the refusals", "accepted" in log and "tagged" in log, log[-500:])
+
+        # 4. a second daemon on the same interface is refused
+        second = start(socket_path=sock + "2")
+        err2 = second.communicate(timeout=30)[1]
+        expect("a second tricolord on the interface is refused", second.returncode != 0 and IF_D in err2, err2)
+
+        # 5. SIGTERM detaches; SIGKILL: the kernel detaches; a new start works
+        err = stop(daemon)
+        expect("SIGTERM: the daemon exits 0", daemon.returncode == 0, err[-800:])
+        expect("after the stop: no XDP program on the interface", wait_detached(), xdp_attached())
+        daemon = start()
+        expect("restart answers", wait_for(sock, daemon), daemon.poll())
+        stop(daemon, signal.SIGKILL)
+        expect("after SIGKILL: the kernel detached the program", wait_detached(), xdp_attached())
+        if os.path.exists(sock):
+            os.unlink(sock)  # the killed daemon's socket file
+        daemon = start()
+        expect("after SIGKILL a new start works", wait_for(sock, daemon), daemon.poll())
+        stop(daemon)
+
+        # 6. a foreign XDP program
+        src = os.path.join(work, "foreign.c")
+        obj = os.path.join(work, "foreign.o")
+        with open(src, "w") as f:
+            f.write(TINY_XDP)
+        multiarch = sh("gcc", "-print-multiarch").stdout.strip()
+        sh("clang", "-O2", "-target", "bpf", "-I", f"/usr/include/{multiarch}", "-c", src, "-o", obj)
+        sh("ip", "-n", NS_D, "link", "set", "dev", IF_D, "xdpdrv", "obj", obj, "sec", "xdp")
+        expect("the foreign program is attached", "xdp" in xdp_attached(), xdp_attached())
+        third = start()
+        err3 = third.communicate(timeout=30)[1]
+        expect("a start on an interface with a foreign program is refused", third.returncode != 0 and
+               "--xdp-force" in err3, err3)
+        daemon = start(["--xdp-force"])
+        expect("--xdp-force replaces it", wait_for(sock, daemon), daemon.poll())
+        stop(daemon)
+        expect("after the forced daemon's stop: no XDP program", wait_detached(), xdp_attached())
+    finally:
+        for d in daemons:
+            if d.poll() is None:
+                d.kill()
+                d.wait()
+        subprocess.run(["ip", "netns", "del", NS_D], capture_output=True)
+        subprocess.run(["ip", "netns", "del", NS_P], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    finish()
+
+
+main()
