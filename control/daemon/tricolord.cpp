@@ -401,6 +401,30 @@ constexpr auto kXdpSweepPeriod = std::chrono::milliseconds(500);
 // tricolord --xdp: the policy as an XDP program on kernel interfaces; no EAL, no DPDK port. The same
 // socket, commands, audit log, metrics and final counters as the DPDK daemon (DaemonCommands over the
 // XdpDataplane). Ends by detaching (the links closed), also when a start fails half way.
+// SIGHUP, in either daemon's control loop: the policy file again, whole or not at all, as `tricolorctl
+// reload`; systemd is told RELOADING=1 and then READY=1 (Debian 12's systemd 252 has no
+// Type=notify-reload to do it), with the refusal in STATUS= when there is one. `status()`: the
+// STATUS= line of a daemon that runs.
+template <class Status>
+void reload_if_asked(control::DaemonCommands& commands, const std::string& policy_path, Status&& status) {
+  if (!g_reload_requested.exchange(false, std::memory_order_relaxed)) return;
+  g_service.reloading("reloading " + policy_path);
+  const control::protocol::Reply reply = commands.reload("SIGHUP");
+  say("SIGHUP: " + (reply.ok ? reply.output : "reload refused: " + reply.error.message));
+  g_service.ready(reply.ok ? status() : status() + "; the last reload was refused: " + reply.error.message);
+}
+
+// Every --stats-interval seconds: the rates since the previous report, or one JSON line.
+template <class Snapshot>
+void report_if_due(const DaemonOptions& o, double now, double& next_stats, DaemonSnapshot& previous, Snapshot&& snapshot) {
+  if (o.stats_interval_s <= 0 || now < next_stats) return;
+  next_stats += o.stats_interval_s;
+  DaemonSnapshot current = snapshot();
+  if (o.json) write_json_line(current, "stats", std::cout);
+  else print_rates(previous, current, std::cout);
+  previous = std::move(current);
+}
+
 int run_xdp(const DaemonOptions& o, const Policy& policy, control::ControlServer& server,
             const std::function<void(const std::string&)>& audit, control::ControlCalls& control_calls,
             std::unique_ptr<control::MetricsServer>& metrics,
@@ -450,21 +474,10 @@ int run_xdp(const DaemonOptions& o, const Policy& policy, control::ControlServer
     control_calls.run_pending();
     g_service.watchdog(std::chrono::steady_clock::now());
     say_ignored_signals();
-    if (g_reload_requested.exchange(false, std::memory_order_relaxed)) {
-      g_service.reloading("reloading " + o.policy_path);
-      const control::protocol::Reply reply = commands.reload("SIGHUP");
-      say("SIGHUP: " + (reply.ok ? reply.output : "reload refused: " + reply.error.message));
-      g_service.ready("policing: " + service_status());
-    }
+    reload_if_asked(commands, o.policy_path, [&] { return "policing: " + service_status(); });
     const double now = elapsed();
     if (o.duration_s > 0 && now >= o.duration_s) break;
-    if (o.stats_interval_s > 0 && now >= next_stats) {
-      next_stats += o.stats_interval_s;
-      DaemonSnapshot current = snapshot();
-      if (o.json) write_json_line(current, "stats", std::cout);
-      else print_rates(previous, current, std::cout);
-      previous = std::move(current);
-    }
+    report_if_due(o, now, next_stats, previous, snapshot);
   }
   g_service.stopping("stopping: detaching the XDP program");
   control_calls.close();
@@ -801,25 +814,10 @@ int run(int argc, char** argv) {
     (*engine)->maintain();
     g_service.watchdog(std::chrono::steady_clock::now());  // the control loop turns: systemd's watchdog fed
     say_ignored_signals();
-    if (g_reload_requested.exchange(false, std::memory_order_relaxed)) {
-      // SIGHUP: the policy file again, whole or not at all, as `tricolorctl reload`; systemd is told
-      // RELOADING=1 and then READY=1 (Debian 12's systemd 252 has no Type=notify-reload to do it).
-      g_service.reloading("reloading " + o.policy_path);
-      const control::protocol::Reply reply = commands.reload("SIGHUP");
-      say("SIGHUP: " + (reply.ok ? reply.output : "reload refused: " + reply.error.message));
-      g_service.ready(reply.ok ? "forwarding: " + service_status()
-                               : "forwarding: " + service_status() + "; the last reload was refused: " +
-                                     reply.error.message);
-    }
+    reload_if_asked(commands, o.policy_path, [&] { return "forwarding: " + service_status(); });
     const double now = elapsed();
     if (o.duration_s > 0 && now >= o.duration_s) break;
-    if (o.stats_interval_s > 0 && now >= next_stats) {
-      next_stats += o.stats_interval_s;
-      DaemonSnapshot current = snapshot();
-      if (o.json) write_json_line(current, "stats", std::cout);
-      else print_rates(previous, current, std::cout);
-      previous = std::move(current);
-    }
+    report_if_due(o, now, next_stats, previous, snapshot);
   }
 
   // Stop: each worker finishes its burst (it holds no mbuf between bursts) and what the others pass it,
