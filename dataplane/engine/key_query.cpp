@@ -127,7 +127,7 @@ std::vector<RankedKey> rank_keys(const Engine& engine, std::size_t rule, KeyOrde
   auto before = [order](const RankedKey& a, const RankedKey& b) {  // a ranks before b
     const std::uint64_t x = measure(a.counters, order), y = measure(b.counters, order);
     if (x != y) return x > y;
-    return a.key < b.key;
+    return key_less(a.key, b.key);
   };
   std::vector<RankedKey> items;  // all, or a heap of the best `top` with the worst at the front
   if (!top) items.reserve(engine.live_keys(rule));

@@ -552,18 +552,24 @@ static __always_inline void make_key(const struct txdp_rule *r, const struct par
   const int ipv6 = p->l3 == L3_IPV6;
   const __u8 *mask = ipv6 ? r->key_mask6 : r->key_mask4; /* IPv4: 4 bytes, the rest of the mask 0 */
   const __u8 kind = r->key_kind;
+  /* family 0, protocol 1, ports 2..5, src 8, dst 12 (IPv4) or 24 (IPv6). IPv4 copies 16 masked bytes
+   * too, the 12 past the address zero: the source's spill into the destination's place is overwritten
+   * by the destination, copied after it, and the destination's spill lands on zeros. */
   k->key[0] = ipv6 ? 6 : 4;
   if (kind == TXDP_KEY_SRC || kind == TXDP_KEY_SRC_DPORT || kind == TXDP_KEY_FIVE_TUPLE)
-    copy_masked(k->key + 1, p->src, mask);
-  if (kind == TXDP_KEY_DST || kind == TXDP_KEY_FIVE_TUPLE) copy_masked(k->key + 17, p->dst, mask);
+    copy_masked(k->key + 8, p->src, mask);
+  if (kind == TXDP_KEY_DST || kind == TXDP_KEY_FIVE_TUPLE) {
+    if (ipv6) copy_masked(k->key + 24, p->dst, mask);
+    else copy_masked(k->key + 12, p->dst, mask);
+  }
   if (kind == TXDP_KEY_FIVE_TUPLE) {
-    k->key[33] = (__u8)(p->src_port >> 8);
-    k->key[34] = (__u8)p->src_port;
-    k->key[37] = p->protocol;
+    k->key[1] = p->protocol;
+    k->key[2] = (__u8)(p->src_port >> 8);
+    k->key[3] = (__u8)p->src_port;
   }
   if (kind == TXDP_KEY_SRC_DPORT || kind == TXDP_KEY_FIVE_TUPLE) {
-    k->key[35] = (__u8)(p->dst_port >> 8);
-    k->key[36] = (__u8)p->dst_port;
+    k->key[4] = (__u8)(p->dst_port >> 8);
+    k->key[5] = (__u8)p->dst_port;
   }
 }
 

@@ -4,6 +4,8 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+
 #include "dataplane/engine/key_query.hpp"
 
 namespace tricolor::dataplane {
@@ -41,6 +43,31 @@ TEST(KeyQuery, EveryPrintedKeyReadsBackToItself) {
       ASSERT_TRUE(parsed) << text;
       EXPECT_EQ(*parsed, key) << text;
     }
+}
+
+// keys.hpp's layout: an IPv4 key lies in its first 16 bytes (its table hashes two words); ties in
+// `key list` are ordered by source, destination, ports and protocol, not by where those bytes lie.
+TEST(KeyQuery, AnIpv4KeyLiesInItsFirstSixteenBytes) {
+  const Parsed p = packet("255.255.255.255", "255.255.255.254", 65535, 65534, 255);
+  for (const KeyKind kind : {KeyKind::src, KeyKind::dst, KeyKind::src_dport, KeyKind::five_tuple}) {
+    MeterKey key;
+    make_key(per(kind), p, key);
+    EXPECT_TRUE(std::all_of(key.begin() + 16, key.end(), [](std::uint8_t b) { return b == 0; }))
+        << key_text(per(kind), key);
+    EXPECT_EQ(key_text(per(kind), key).find("255.255.255.25") != std::string::npos, true);
+  }
+  const std::pair<std::uint8_t, const char*> prefixes[] = {{0, "0.0.0.0/0"}, {1, "128.0.0.0/1"}, {12, "10.0.0.0/12"},
+                                                           {31, "10.1.2.2/31"}, {32, "10.1.2.3"}};
+  for (const auto& [prefix, text] : prefixes) {
+    MeterKey key;
+    make_key(per(KeyKind::dst, prefix), packet("192.0.2.1", prefix == 1 ? "200.1.2.3" : "10.1.2.3", 1, 2, 6), key);
+    EXPECT_EQ(key_text(per(KeyKind::dst, prefix), key), text);
+  }
+  MeterKey a, b, c;
+  make_key(per(KeyKind::five_tuple), packet("10.0.0.1", "10.0.0.9", 9, 9, 17), a);
+  make_key(per(KeyKind::five_tuple), packet("10.0.0.2", "10.0.0.1", 1, 1, 6), b);
+  make_key(per(KeyKind::five_tuple), packet("10.0.0.2", "10.0.0.1", 2, 1, 6), c);
+  EXPECT_TRUE(key_less(a, b) && key_less(b, c) && !key_less(c, a) && !key_less(a, a));
 }
 
 TEST(KeyQuery, AnAddressInsideTheKeysPrefixNamesIt) {

@@ -462,6 +462,20 @@ TEST(KeyTableHash, EveryTableHasItsOwnSecret) {
   EXPECT_EQ(same6, 0);
 }
 
+// A key whose words past the first two are zero (an IPv4 meter key) is hashed from one multiplication
+// and a constant: the same value as the whole key's NH, so the table cannot tell the two paths apart.
+TEST(KeyTableHash, AZeroTailHashesAsTheWholeKey) {
+  SecretHash<40> hash;
+  Rng r{23};
+  for (int i = 0; i < 10000; ++i) {
+    std::uint64_t words[5] = {r.next(), r.next(), 0, 0, 0};
+    if (i % 2 == 1) words[2 + r.next() % 3] = std::uint64_t{1} << (r.next() % 64);  // a tail: the long path
+    SecretHash<40>::Key key;
+    std::memcpy(key.data(), words, sizeof words);
+    ASSERT_EQ(hash(key), hash.of_words(words)) << i;
+  }
+}
+
 // Every bit of the key reaches the slot bits: flipping one key bit changes each of the low 16 hash
 // bits about half the time.
 TEST(KeyTableHash, AvalancheOnTheSlotBits) {
