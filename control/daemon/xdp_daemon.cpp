@@ -123,14 +123,6 @@ XdpDataplane::~XdpDataplane() {
 
 Expected<bool> XdpDataplane::update(const Policy& next) {
   if (auto keys = xdp_key_budget(next); !keys) return keys.error();
-  // Meters, keys and counters follow a rule's slot (its position), not yet its name: a change that
-  // would give a slot to another rule (a delete or an insert before the last rule, a rename) would
-  // hand one rule's meters to another, so it is refused until the daemon restarts.
-  for (std::size_t i = 0; i < next.rules.size() && i < slot_names_.size(); ++i)
-    if (next.rules[i].name != slot_names_[i])
-      return Error{next.rules[i].name, "rule " + next.rules[i].name + ": the XDP dataplane keeps each rule's meters by its position, "
-                                       "and position " + std::to_string(i + 1) + " has been rule " + slot_names_[i] +
-                                       "'s since the start: add rules at the end, change them in place, or restart tricolord"};
   // A rate change keeps the meters' levels: translate() gives the changed rules their next profile
   // version, taking effect now on the program's clock (policer::change_profile at the next check).
   auto image = dataplane::xdp::translate(next, program_->installed(), kernel_now_ns());
@@ -140,13 +132,12 @@ Expected<bool> XdpDataplane::update(const Policy& next) {
   if (auto installed = program_->install(*image); !installed) return installed.error();
   last_swap_ = std::chrono::steady_clock::now();
   policy_ = next;
-  for (std::size_t i = slot_names_.size(); i < next.rules.size(); ++i) slot_names_.push_back(next.rules[i].name);
   ++generation_;
   return true;
 }
 
 std::optional<Expected<std::vector<PolicyHost::HostKey>>> XdpDataplane::keys_of(std::size_t rule) const {
-  auto live = program_->keys_of(static_cast<std::uint32_t>(rule));  // a rule's slot is its position
+  auto live = program_->keys_of(slot_of(rule));
   if (!live) return Expected<std::vector<HostKey>>(live.error());
   std::vector<HostKey> keys;
   for (const auto& k : *live) {
@@ -163,6 +154,13 @@ Expected<std::uint64_t> XdpDataplane::sweep() {
   const RuleSetImage* image = program_->installed();
   if (image == nullptr) return std::uint64_t{0};
   std::uint64_t deleted = 0;
+  // The keys of rules the last change deleted go once no packet can read them (the swap's grace),
+  // so that their places in the key table are free for the rules that remain.
+  if (std::chrono::steady_clock::now() >= last_swap_ + kSwapGrace) {
+    auto cleared = program_->clear_retired();
+    if (!cleared) return cleared.error();
+    deleted += *cleared;
+  }
   const std::uint64_t now = kernel_now_ns();
   for (const txdp_rule& rule : image->rules) {
     if (rule.key_kind == TXDP_KEY_NONE || rule.idle_ticks == 0) continue;
@@ -180,8 +178,9 @@ dataplane::DaemonSnapshot XdpDataplane::snapshot(double elapsed_s, unsigned sect
   s.tick_hz = xdp::kHz;
   s.generation = generation_;
   if ((sections & kReportRules) != 0)
-    for (std::uint32_t slot = 0; slot < policy_.rules.size(); ++slot) {
-      const Rule& rule = policy_.rules[slot];
+    for (std::size_t position = 0; position < policy_.rules.size(); ++position) {
+      const Rule& rule = policy_.rules[position];
+      const std::uint32_t slot = slot_of(position);
       RuleSnapshot r;
       r.name = rule.name;
       r.keyed = rule.per_key.kind != KeyKind::none;

@@ -60,9 +60,7 @@ class XdpDataplane final : public PolicyHost {
 
  private:
   XdpDataplane(std::unique_ptr<dataplane::xdp::XdpProgram> program, dataplane::Policy policy)
-      : program_(std::move(program)), policy_(std::move(policy)) {
-    for (const auto& rule : policy_.rules) slot_names_.push_back(rule.name);
-  }
+      : program_(std::move(program)), policy_(std::move(policy)) {}
   Expected<bool> attach(const std::string& interface, XdpMode mode, bool force);
 
   std::unique_ptr<dataplane::xdp::XdpProgram> program_;
@@ -70,9 +68,9 @@ class XdpDataplane final : public PolicyHost {
   std::uint64_t generation_ = 1;
   std::chrono::steady_clock::time_point last_swap_{};
   std::vector<XdpAttachment> attachments_;
-  // The name each rule slot has carried since the start: the program keeps a rule's meters, keys and
-  // counters by its slot (its position), so a slot never changes hands while the daemon runs.
-  std::vector<std::string> slot_names_;
+  // The program keeps a rule's meters, keys and counters by its slot, which follows its name
+  // (xdp_policy.hpp's translate): the rule at position i is in slot slot_of(i).
+  std::uint32_t slot_of(std::size_t position) const noexcept { return program_->installed()->slot_of(position); }
 };
 
 }  // namespace tricolor::control

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace tricolor::dataplane::xdp {
@@ -137,11 +138,36 @@ Expected<RuleSetImage> translate(const Policy& policy, const RuleSetImage* previ
   image.set.rule_count = static_cast<std::uint32_t>(policy.rules.size());
   image.set.default_action = to_xdp(policy.default_action);
   image.rules.resize(policy.rules.size());
+  // Slots: a rule of a name the previous image had keeps its slot; the others take the lowest slots
+  // that image left unused (its own slots, those of rules this change deletes included, are not free
+  // until the next change: packets may still read them under the old set).
+  std::vector<std::optional<std::size_t>> was(policy.rules.size());  // the rule's position in previous
+  bool taken[kMaxRules] = {};
+  if (previous != nullptr)
+    for (std::size_t j = 0; j < previous->rules.size(); ++j) {
+      taken[previous->rules[j].slot] = true;
+      if (j >= previous->names.size()) continue;
+      for (std::size_t i = 0; i < policy.rules.size(); ++i)
+        if (policy.rules[i].name == previous->names[j]) was[i] = j;
+    }
+  std::size_t next_free = 0;
+  image.names.reserve(policy.rules.size());
   for (std::size_t i = 0; i < policy.rules.size(); ++i) {
     const Rule& rule = policy.rules[i];
     txdp_rule& out = image.rules[i];
     out = txdp_rule{};
-    out.slot = static_cast<std::uint32_t>(i);
+    image.names.push_back(rule.name);
+    if (was[i]) {
+      out.slot = previous->rules[*was[i]].slot;
+    } else {
+      while (next_free < kMaxRules && taken[next_free]) ++next_free;
+      if (next_free == kMaxRules)
+        return refuse(rule, "no free rule slot in the XDP program: its " + std::to_string(kMaxRules) +
+                                " slots hold the running policy's rules and this change's new ones; the slots of "
+                                "rules a change deletes are free from the next change on");
+      out.slot = static_cast<std::uint32_t>(next_free);
+      taken[next_free] = true;
+    }
     if (auto matched = translate_match(rule, out); !matched) return matched.error();
     if (rule.cluster) return refuse(rule, "a cluster meter (" + *rule.cluster + "), whose leases the XDP program does not take");
 
@@ -200,9 +226,9 @@ Expected<RuleSetImage> translate(const Policy& policy, const RuleSetImage* previ
     // history keeping the profile it replaced (rule_set.hpp's ProfileHistory::with).
     out.history.version = 1;
     out.parent_history.version = 1;
-    if (previous != nullptr && i < previous->rules.size()) {
-      // The same slot: the same rule (slots follow the rule's position in this version; README).
-      const txdp_rule& before = previous->rules[i];
+    if (was[i]) {
+      // The same name: the same rule, its slot and meters kept.
+      const txdp_rule& before = previous->rules[*was[i]];
       out.history = next_history(before.history, before.profile, out.profile, change_tick);
       out.parent_history = next_history(before.parent_history, before.parent_profile, out.parent_profile, change_tick);
     }

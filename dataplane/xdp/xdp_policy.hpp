@@ -4,6 +4,7 @@
 // policer::Profile::make(params, 1e9 ticks/s), the very object the engine meters with at that tick
 // rate, copied field by field.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "dataplane/engine/packet.hpp"
@@ -38,13 +39,19 @@ static_assert(TXDP_ONE_RATE_TWO_COLOR == static_cast<int>(policer::Algorithm::on
 // What one half of the double-buffered rule set holds.
 struct RuleSetImage {
   txdp_set set{};
-  std::vector<txdp_rule> rules;  // first-match order; rules[i].slot == i in this version
+  std::vector<txdp_rule> rules;   // first-match order
+  std::vector<std::string> names; // the rules' names, in the same order
+  // The slot of the rule at `position`: its meters, keys and counters.
+  std::uint32_t slot_of(std::size_t position) const noexcept { return rules[position].slot; }
 };
 
 // Translates `policy`. `previous` (the image now live, or null) and `change_tick` make a live change:
-// a rule of the same name whose profile (or parent's) changed gets the next profile version, with the
-// old profile kept as prev_profile and `change_tick` as the tick the change takes effect; its meters
-// catch up at their next check (policer::change_profile), as the engine's do.
+// a rule of the same name keeps its slot, so its meters, keys and counters, wherever it moves in the
+// first-match order; a new rule takes the lowest slot the previous image did not use (a slot freed by
+// this change is reused from the next change on, when no packet can still read it under the old set).
+// A kept rule whose profile (or parent's) changed gets the next profile version, with the old profile
+// kept as prev_profile and `change_tick` as the tick the change takes effect; its meters catch up at
+// their next check (policer::change_profile), as the engine's do.
 Expected<RuleSetImage> translate(const Policy& policy, const RuleSetImage* previous = nullptr,
                                  std::uint64_t change_tick = 0);
 

@@ -69,6 +69,9 @@ Expected<bool> XdpProgram::install(const RuleSetImage& image) {
     return Error{"capacity", "the per-key rules' capacities add up to " + std::to_string(keys) +
                                  " keys; the XDP program was loaded with room for " +
                                  std::to_string(options_.max_keys)};
+  // Slots the live image does not use are past the swap's grace (the caller's): their keys and
+  // counters go now, before a new rule can take one of them.
+  if (auto cleared = clear_retired(); !cleared) return cleared.error();
   const std::uint32_t idle = has_image_ ? 1 - live_half_ : live_half_;
   const int rules_fd = bpf_map__fd(skeleton_->maps.txdp_rules);
   for (std::uint32_t i = 0; i < image.rules.size(); ++i) {
@@ -79,19 +82,21 @@ Expected<bool> XdpProgram::install(const RuleSetImage& image) {
   const int aggregates_fd = bpf_map__fd(skeleton_->maps.txdp_aggregates);
   const int parents_fd = bpf_map__fd(skeleton_->maps.txdp_parents);
   const int live_fd = bpf_map__fd(skeleton_->maps.txdp_key_live);
-  for (std::uint32_t i = 0; i < image.rules.size(); ++i) {
-    if (has_image_ && i < image_.rules.size()) continue;  // kept: its meters carry over
-    const txdp_rule& r = image.rules[i];
+  const auto live_slots = slots_of(has_image_ ? &image_ : nullptr);
+  for (const txdp_rule& r : image.rules) {
+    const std::uint32_t slot = r.slot;
+    if (live_slots.test(slot)) continue;  // kept: its meters carry over
     txdp_meter meter{};
     meter.version = r.history.version;
     meter.state = {{r.profile.size[0], r.profile.size[1]}, 0};
-    if (bpf_map_update_elem(aggregates_fd, &i, &meter, BPF_ANY) != 0) return system_error("writing a meter", errno);
+    if (bpf_map_update_elem(aggregates_fd, &slot, &meter, BPF_ANY) != 0) return system_error("writing a meter", errno);
     meter.version = r.parent_history.version;
     meter.state = {{r.parent_profile.size[0], r.parent_profile.size[1]}, 0};
-    if (bpf_map_update_elem(parents_fd, &i, &meter, BPF_ANY) != 0) return system_error("writing a meter", errno);
+    if (bpf_map_update_elem(parents_fd, &slot, &meter, BPF_ANY) != 0) return system_error("writing a meter", errno);
     const txdp_key_live zero{};
-    if (bpf_map_update_elem(live_fd, &i, &zero, BPF_ANY) != 0) return system_error("writing a key count", errno);
+    if (bpf_map_update_elem(live_fd, &slot, &zero, BPF_ANY) != 0) return system_error("writing a key count", errno);
   }
+  used_ |= slots_of(&image);
   const std::uint32_t set_index = idle;
   if (bpf_map_update_elem(bpf_map__fd(skeleton_->maps.txdp_sets), &set_index, &image.set, BPF_ANY) != 0)
     return system_error("writing the rule set", errno);
@@ -103,6 +108,42 @@ Expected<bool> XdpProgram::install(const RuleSetImage& image) {
   image_ = image;
   has_image_ = true;
   return true;
+}
+
+std::bitset<TXDP_MAX_RULES> XdpProgram::slots_of(const RuleSetImage* image) noexcept {
+  std::bitset<TXDP_MAX_RULES> slots;
+  if (image != nullptr)
+    for (const txdp_rule& r : image->rules) slots.set(r.slot);
+  return slots;
+}
+
+Expected<std::uint64_t> XdpProgram::clear_retired() {
+  const auto retired = used_ & ~slots_of(has_image_ ? &image_ : nullptr);
+  if (retired.none()) return std::uint64_t{0};
+  // Their keys: one walk of the table, then the deletes (deleting while walking restarts the walk).
+  const int fd = bpf_map__fd(skeleton_->maps.txdp_keys);
+  std::vector<txdp_key> gone;
+  txdp_key at{}, next{};
+  const void* previous = nullptr;
+  while (bpf_map_get_next_key(fd, previous, &next) == 0) {
+    at = next;
+    previous = &at;
+    if (at.slot < TXDP_MAX_RULES && retired.test(at.slot)) gone.push_back(at);
+  }
+  std::uint64_t deleted = 0;
+  for (const txdp_key& key : gone) deleted += bpf_map_delete_elem(fd, &key) == 0;
+  // Their key counts and counters, zero on every CPU.
+  const std::vector<txdp_rule_counters> zero_counters(static_cast<std::size_t>(cpus()));
+  const txdp_key_live zero_live{};
+  for (std::uint32_t slot = 0; slot < TXDP_MAX_RULES; ++slot) {
+    if (!retired.test(slot)) continue;
+    if (bpf_map_update_elem(bpf_map__fd(skeleton_->maps.txdp_key_live), &slot, &zero_live, BPF_ANY) != 0)
+      return system_error("clearing a key count", errno);
+    if (bpf_map_update_elem(bpf_map__fd(skeleton_->maps.txdp_counters), &slot, zero_counters.data(), BPF_ANY) != 0)
+      return system_error("clearing counters", errno);
+  }
+  used_ &= ~retired;
+  return deleted;
 }
 
 Expected<bool> XdpProgram::set_test_clock(std::uint64_t now) {

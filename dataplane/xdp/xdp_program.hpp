@@ -4,6 +4,7 @@
 // the program and its maps go when the object does. Not attached to any interface here (the daemon's
 // part, issue 24 section 2): the tests run it with BPF_PROG_TEST_RUN.
 #include <array>
+#include <bitset>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -39,8 +40,14 @@ class XdpProgram {
   XdpProgram& operator=(const XdpProgram&) = delete;
 
   // Writes `image` into the half of the rule set that is not live, then makes it live by one map
-  // update (txdp_current). A rule new to its slot gets its meters full and its key count zero.
+  // update (txdp_current). A rule new to its slot gets its meters full and its key count zero. The
+  // slots of rules an earlier change deleted are cleared first (clear_retired): the caller calls
+  // install only once no packet can still read the set before the live one (the swap's grace).
   Expected<bool> install(const RuleSetImage& image);
+  // Deletes the keys and zeroes the key counts and counters of the slots that rules used and the live
+  // image does not: the rules deleted by the last change, once no packet reads the set they were in
+  // (the caller's to know: the swap's grace). Returns the keys deleted.
+  Expected<std::uint64_t> clear_retired();
   const RuleSetImage* installed() const noexcept { return has_image_ ? &image_ : nullptr; }
 
   Expected<bool> set_test_clock(std::uint64_t now);
@@ -72,9 +79,11 @@ class XdpProgram {
   tricolor_xdp* skeleton_;
   LoadOptions options_;
   txdp_key_live* key_live_;  // txdp_key_live, mapped (BPF_F_MMAPABLE): the sweep's atomic decrements
+  static std::bitset<TXDP_MAX_RULES> slots_of(const RuleSetImage* image) noexcept;
   std::uint32_t live_half_ = 0;
   bool has_image_ = false;
   RuleSetImage image_;
+  std::bitset<TXDP_MAX_RULES> used_;  // slots a rule has used since they were last cleared
 };
 
 }  // namespace tricolor::dataplane::xdp

@@ -11,7 +11,8 @@ socket on the daemon's side that reads each datagram's TOS (IP_RECVTOS). Checked
   2. a profile change through tricolorctl takes effect and keeps the bucket's level (an emptied
      bucket stays empty across a change that makes it larger);
   3. a policy the XDP program cannot run (a PCP remark) is refused by `load`, naming the rule, and
-     nothing changes;
+     nothing changes; a rule deleted before others leaves them their keys and counters, and a new rule
+     put first starts with a full bucket and counters from zero in the slot it left;
   4. a second tricolord on the same interface is refused;
   5. after SIGTERM the interface has no XDP program; after SIGKILL (of the PID this test started) the
      kernel detaches it and a new start works;
@@ -271,12 +272,33 @@ def main():
         expect("reload of a policy XDP cannot run: refused naming the rule", code != 0 and "tagged" in err, err)
         with open(policy, "w") as f:
             f.write(POLICY)
-        # Meters follow a rule's position: a delete that would move the rules after it is refused,
-        # nothing changed; a rule added at the end is taken.
+        # Meters, keys and counters follow a rule's name: the first rule deleted, the others keep theirs;
+        # a new rule put first takes the deleted one's slot with a full bucket and counters from zero.
+        hosts_before = {r["name"]: r for r in json.loads(ctl(sock, "--json", "stats", "rules")[1])["result"]["rules"]}["hosts"]
         code, out, err = ctl(sock, "rule", "delete", "agg")
-        expect("rule delete before other rules: refused, saying why", code != 0 and "by its position" in err, (code, err))
-        code, out, _ = ctl(sock, "rule", "list")
-        expect("the refused delete changed nothing", "agg" in out and "few" in out, out)
+        expect("rule delete before other rules: taken", code == 0, (code, err))
+        code, out, _ = ctl(sock, "--json", "key", "list", "hosts")
+        expect("after the delete: the next rule's keys kept", code == 0 and json.loads(out)["result"]["live"] == 2, out)
+        hosts_after = {r["name"]: r for r in json.loads(ctl(sock, "--json", "stats", "rules")[1])["result"]["rules"]}["hosts"]
+        expect("after the delete: the next rule's counters kept",
+               hosts_after["green_packets"] == hosts_before["green_packets"] and
+               hosts_after["red_packets"] == hosts_before["red_packets"], (hosts_before, hosts_after))
+        rx = Receiver()
+        send(5001, 5)
+        got = [g for g in rx.result() if g[0] == 5001]
+        expect("after the delete: its packets take the default action (forwarded, unremarked)",
+               len(got) == 5 and all(g[2] == 0 for g in got), got)
+        time.sleep(0.6)  # past the daemon's sweep, which clears the deleted rule's slot
+        code, out, err = ctl(sock, "rule", "add", "again", "first", "proto", "udp", "dport", "5001", "profile", "host",
+                             "red", "drop")
+        expect("a rule added first: taken", code == 0, err)
+        rx = Receiver()
+        send(5001, 25)
+        got = [g for g in rx.result() if g[0] == 5001]
+        expect("the new first rule meters afresh: a full bucket of 3 (4 if a second passed)", len(got) in (3, 4), len(got))
+        again = {r["name"]: r for r in json.loads(ctl(sock, "--json", "stats", "rules")[1])["result"]["rules"]}["again"]
+        expect("the new rule's counters start from zero", again["green_packets"] == len(got) and
+               again["green_packets"] + again["red_packets"] == 25, again)
         code, out, err = ctl(sock, "rule", "add", "late", "proto", "udp", "dport", "5009", "profile", "agg")
         expect("a rule added at the end: taken", code == 0, err)
         with open(audit) as f:

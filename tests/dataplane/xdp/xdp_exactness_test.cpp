@@ -200,7 +200,7 @@ class XdpExactness : public ::testing::Test {
 
     for (std::size_t r = 0; r < policy_.rules.size(); ++r) {
       const RuleCounters want = engine_->counters(r);
-      auto got = program_->rule_counters(static_cast<std::uint32_t>(r));
+      auto got = program_->rule_counters(program_->installed()->slot_of(r));
       ASSERT_TRUE(got.ok());
       const std::string rule = where + ", rule " + policy_.rules[r].name;
       for (std::size_t c = 0; c < 3; ++c) {
@@ -606,6 +606,73 @@ TEST_F(XdpExactness, LiveRateChangeKeepsLevels) {
   EXPECT_GT(engine_->counters(1).packets[1], 0u);
 }
 
+// A rule's meters, keys and counters follow its name, not its position: a change that deletes the
+// first rule and inserts another before the rest keeps every other rule's levels, keys and counters,
+// as the engine does; a later change gives the deleted rule's slot to a new rule, with its keys gone
+// and its counters and meter started afresh.
+TEST_F(XdpExactness, RulesKeepTheirMetersByNameAcrossDeletesAndInserts) {
+  PerKey per_src;
+  per_src.kind = KeyKind::src;
+  per_src.capacity = 1024;
+  const auto from = [](std::uint8_t last, std::uint8_t length) {
+    Prefix p;
+    p.address = {192, 0, 2, last};
+    p.length = length;
+    return p;
+  };
+  Policy policy;
+  policy.profiles.push_back({"agg", params(Algorithm::trtcm, Unit::bytes)});
+  policy.profiles.push_back({"key", params(Algorithm::srtcm, Unit::bytes)});
+  Rule first = metered_rule("first", "key", InputColor::blind);  // source 1, per key
+  first.match.src = from(1, 32);
+  first.per_key = per_src;
+  Rule keyed = metered_rule("keyed", "key", InputColor::blind);  // sources 1..3 (2 and 3 while first is there)
+  keyed.match.src = from(0, 30);
+  keyed.per_key = per_src;
+  policy.rules = {first, keyed, metered_rule("agg", "agg", InputColor::blind)};
+  policy.default_action.dscp = 8;
+  start(policy);
+  if (HasFatalFailure()) return;
+  const auto slot = [&](const std::string& name) {
+    const RuleSetImage& image = *program_->installed();
+    for (std::size_t i = 0; i < image.names.size(); ++i)
+      if (image.names[i] == name) return image.slot_of(i);
+    ADD_FAILURE() << "no rule " << name;
+    return std::uint32_t{0};
+  };
+  const std::uint32_t first_slot = slot("first"), keyed_slot = slot("keyed"), agg_slot = slot("agg");
+
+  const std::vector<Packet> packets = traffic(47, 900, 6);
+  for (std::size_t i = 0; i < packets.size(); ++i) {
+    if (i == 300) {  // `first` deleted, `inserted` (source 2, aggregate) put before the rest
+      Rule inserted = metered_rule("inserted", "agg", InputColor::blind);
+      inserted.match.src = from(2, 32);
+      policy.rules = {inserted, keyed, metered_rule("agg", "agg", InputColor::blind)};
+      change(policy, packets[i].arrival);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(slot("keyed"), keyed_slot);
+      EXPECT_EQ(slot("agg"), agg_slot);
+      EXPECT_NE(slot("inserted"), first_slot) << "a deleted rule's slot is not reused in the same change";
+    }
+    if (i == 600) {  // `again` (source 3, aggregate) first: it takes the slot `first` left
+      Rule again = metered_rule("again", "agg", InputColor::blind);
+      again.match.src = from(3, 32);
+      policy.rules.insert(policy.rules.begin(), again);
+      change(policy, packets[i].arrival);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(slot("again"), first_slot);
+      auto stale = program_->keys_of(first_slot);
+      ASSERT_TRUE(stale.ok());
+      EXPECT_TRUE(stale->empty()) << "the deleted rule's keys are gone";
+      EXPECT_EQ(program_->live_keys(first_slot), 0u);
+    }
+    send(packets[i], i);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(engine_->counters(0).packets[0], 0u);  // `again` metered afresh, equal to the engine
+  EXPECT_GT(engine_->counters(2).packets[0], 0u);  // `keyed` metered throughout
+}
+
 // Two changes between two packets of the same meters: each meter is credited at the first rate up to
 // the first change, at the second between the changes, at the third after (one step of history is
 // what the program keeps; the aggregate and parent meters catch up by version, the keys by tick).
@@ -780,6 +847,59 @@ TEST(XdpTranslation, RefusesWhatTheProgramCannotRun) {
   EXPECT_NE(refused(many).find("r64"), std::string::npos);
   many.rules.pop_back();
   EXPECT_TRUE(translate(many).ok());
+}
+
+// Slots follow names: kept rules keep theirs wherever they move, new ones take the lowest free; a
+// slot freed by a change is not free in that change; 64 slots in all.
+TEST(XdpTranslation, SlotsFollowRuleNames) {
+  const Policy base = one_rule_policy(params(Algorithm::srtcm, Unit::bytes), InputColor::blind);
+  const auto named = [&](std::initializer_list<const char*> names) {
+    Policy p = base;
+    p.rules.clear();
+    for (const char* name : names) {
+      Rule r = base.rules[0];
+      r.name = name;
+      p.rules.push_back(r);
+    }
+    return p;
+  };
+  const auto slots = [](const RuleSetImage& image) {
+    std::vector<std::uint32_t> s;
+    for (std::size_t i = 0; i < image.rules.size(); ++i) s.push_back(image.slot_of(i));
+    return s;
+  };
+  auto one = translate(named({"a", "b", "c"}));
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(slots(*one), (std::vector<std::uint32_t>{0, 1, 2}));
+  auto two = translate(named({"c", "d", "a"}), &*one);  // b deleted, d new, c and a moved
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(slots(*two), (std::vector<std::uint32_t>{2, 3, 0}));
+  auto three = translate(named({"e", "c", "d", "a"}), &*two);  // b's slot free again
+  ASSERT_TRUE(three.ok());
+  EXPECT_EQ(slots(*three), (std::vector<std::uint32_t>{1, 2, 3, 0}));
+
+  Policy full = base;
+  full.rules.clear();
+  for (std::size_t i = 0; i < kMaxRules; ++i) {
+    Rule r = base.rules[0];
+    r.name = "r" + std::to_string(i);
+    full.rules.push_back(r);
+  }
+  auto all = translate(full);
+  ASSERT_TRUE(all.ok());
+  Policy renamed = full;
+  renamed.rules[5].name = "renamed";  // a new rule while the 64 slots are all in use
+  auto refused = translate(renamed, &*all);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("rule renamed"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("no free rule slot"), std::string::npos) << refused.error().message;
+  Policy fewer = full;
+  fewer.rules.erase(fewer.rules.begin() + 5);
+  auto next = translate(fewer, &*all);
+  ASSERT_TRUE(next.ok());
+  auto back = translate(renamed, &*next);  // r5's slot, freed by the change before, now taken
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->slot_of(5), 5u);
 }
 
 // The translated profile is the engine's, field for field.
