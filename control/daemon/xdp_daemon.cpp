@@ -193,6 +193,9 @@ dataplane::DaemonSnapshot XdpDataplane::snapshot(double elapsed_s, unsigned sect
         r.counters.keys_created = c->keys_created;
         r.counters.keys_renewed = c->keys_renewed;
         r.counters.table_full = c->table_full;
+        r.counters.metered = c->packets[0] + c->packets[1] + c->packets[2] != 0;
+        r.counters.first_tick = c->first_tick;
+        r.counters.last_tick = c->last_tick;
       }
       r.live_keys = r.keyed ? program_->live_keys(slot) : 0;
       s.rules.push_back(std::move(r));

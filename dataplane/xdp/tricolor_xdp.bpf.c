@@ -745,6 +745,9 @@ int tricolor_xdp(struct xdp_md *ctx) {
   __u32 out = color;
   asm volatile("" : "+r"(out));
   if (out > TXDP_RED) out = TXDP_RED;
+  /* The span metered, as the engine's note_metered: this CPU's first and latest clock. */
+  if (counters->packets[0] + counters->packets[1] + counters->packets[2] == 0) counters->first_tick = now;
+  if (now > counters->last_tick) counters->last_tick = now;
   counters->packets[out] += 1;
   counters->bytes[out] += wire;
   const int verdict = act(ctx, &p, &r->action[in > TXDP_RED ? TXDP_RED : in][out]);

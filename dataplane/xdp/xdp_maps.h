@@ -182,6 +182,8 @@ struct txdp_rule_counters {
   __u64 keys_created;
   __u64 keys_renewed;
   __u64 table_full;
+  __u64 first_tick; /* this CPU's first and last metered packet's clock (valid once it counted one) */
+  __u64 last_tick;
 };
 
 struct txdp_default_counters {

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -170,7 +171,13 @@ Expected<txdp_rule_counters> XdpProgram::rule_counters(std::uint32_t slot) const
   if (bpf_map_lookup_elem(bpf_map__fd(skeleton_->maps.txdp_counters), &slot, per_cpu.data()) != 0)
     return system_error("reading counters", errno);
   txdp_rule_counters sum{};
+  bool metered = false;
   for (const auto& c : per_cpu) {
+    if (c.packets[0] + c.packets[1] + c.packets[2] != 0) {  // the earliest first and the latest last
+      sum.first_tick = metered ? std::min(sum.first_tick, c.first_tick) : c.first_tick;
+      sum.last_tick = metered ? std::max(sum.last_tick, c.last_tick) : c.last_tick;
+      metered = true;
+    }
     for (int k = 0; k < 3; ++k) sum.packets[k] += c.packets[k], sum.bytes[k] += c.bytes[k];
     sum.dropped_packets += c.dropped_packets;
     sum.dropped_bytes += c.dropped_bytes;

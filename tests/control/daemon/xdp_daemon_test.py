@@ -32,6 +32,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from ctl_support import ctl, expect, finish, tricolord, wait_for  # noqa: E402
+from veth_rig import Rig, in_ns, sh, tag  # noqa: E402
 
 SKIP = 77  # meson: skipped
 if sys.argv[2] != "1":
@@ -41,10 +42,9 @@ if os.geteuid() != 0:
     print("skipped: attaching XDP programs and making network namespaces needs root")
     sys.exit(SKIP)
 
-TAG = f"{os.getpid() % 100000}"
-NS_D, NS_P = f"txd{TAG}", f"txp{TAG}"  # the daemon's namespace, the peer's
-IF_D, IF_P = f"txd{TAG}", f"txp{TAG}"
-ADDR_D, ADDR_P, ADDR_P2 = "10.77.0.1", "10.77.0.2", "10.77.0.3"
+RIG = Rig(tag())
+NS_D, NS_P, IF_D, IF_P = RIG.d, RIG.p, RIG.d_if[0], RIG.p_if[0]
+ADDR_D, ADDR_P, ADDR_P2 = RIG.d_addr[0], RIG.p_addr[0], RIG.p_addr2
 AF41_TOS = 34 << 2
 
 POLICY = """\
@@ -56,38 +56,6 @@ rule add few proto udp dport 5003 per src capacity 1 timeout 1s fallback drop pr
 """
 REFUSED = POLICY + "rule add tagged proto udp dport 5004 profile agg green pcp 3\n"
 
-RECEIVER = r"""
-import json, socket, sys, select, time
-ports = [int(p) for p in sys.argv[1].split(",")]
-socks = []
-for p in ports:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
-    s.bind(("0.0.0.0", p))
-    socks.append(s)
-print("ready", flush=True)
-got = []
-end = time.monotonic() + float(sys.argv[2])
-while time.monotonic() < end:
-    ready, _, _ = select.select(socks, [], [], 0.1)
-    for s in ready:
-        data, anc, _, addr = s.recvmsg(2048, socket.CMSG_SPACE(4))
-        tos = next((c[2][0] for c in anc if c[0] == socket.IPPROTO_IP), None)
-        if data == b"END":
-            print(json.dumps(got), flush=True); sys.exit(0)
-        got.append([s.getsockname()[1], addr[0], tos, data.decode()])
-print(json.dumps(got), flush=True)
-"""
-
-SENDER = r"""
-import socket, sys
-dst, port, count, src = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind((src, 0))
-for i in range(count):
-    s.sendto(f"{port}-{i}".encode(), (dst, port))
-"""
-
 TINY_XDP = r"""
 #include <linux/bpf.h>
 __attribute__((section("xdp"), used)) int foreign_pass(struct xdp_md *ctx) { return XDP_PASS; }
@@ -95,48 +63,16 @@ char LICENSE[] __attribute__((section("license"), used)) = "GPL";
 """
 
 
-def sh(*argv, check=True):
-    r = subprocess.run(list(argv), capture_output=True, text=True, timeout=30)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)}: {r.stderr.strip()}")
-    return r
-
-
-def in_ns(ns, *argv):
-    return ["ip", "netns", "exec", ns, *argv]
-
-
-def xdp_attached():
-    """The XDP line of `ip link show` for the daemon's end, or '' when none is attached."""
-    out = sh("ip", "-n", NS_D, "-d", "link", "show", IF_D).stdout
-    return " ".join(w for w in out.split() if "xdp" in w or w.startswith("prog/"))
-
-
-def wait_detached(limit_s=5):
-    deadline = time.monotonic() + limit_s
-    while xdp_attached() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return xdp_attached() == ""
+xdp_attached = RIG.xdp_attached
+wait_detached = RIG.wait_detached
 
 
 def send(port, count, src=ADDR_P):
-    sh(*in_ns(NS_P, sys.executable, "-c", SENDER, ADDR_D, str(port), str(count), src))
+    RIG.send(port, count, src)
 
 
-class Receiver:
-    """A UDP receiver in the daemon's namespace, until an END datagram (to port 5009, no rule)."""
-
-    def __init__(self):
-        self.process = subprocess.Popen(in_ns(NS_D, sys.executable, "-c", RECEIVER, "5001,5002,5003,5009", "60"),
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert self.process.stdout.readline().strip() == "ready"
-
-    def result(self):
-        time.sleep(0.3)
-        sh(*in_ns(NS_P, sys.executable, "-c", SENDER.replace('f"{port}-{i}".encode()', 'b"END"'),
-                  ADDR_D, "5009", "1", ADDR_P))
-        out, _ = self.process.communicate(timeout=70)
-        return json.loads(out.strip().splitlines()[-1])
+def Receiver():  # noqa: N802 (reads as the class it makes)
+    return RIG.receiver([5001, 5002, 5003])
 
 
 def main():
@@ -161,20 +97,7 @@ def main():
         return d.communicate(timeout=30)[1]
 
     try:
-        sh("ip", "netns", "add", NS_D)
-        sh("ip", "netns", "add", NS_P)
-        sh("ip", "link", "add", IF_D, "netns", NS_D, "type", "veth", "peer", "name", IF_P, "netns", NS_P)
-        sh("ip", "-n", NS_D, "addr", "add", f"{ADDR_D}/24", "dev", IF_D)
-        sh("ip", "-n", NS_P, "addr", "add", f"{ADDR_P}/24", "dev", IF_P)
-        sh("ip", "-n", NS_P, "addr", "add", f"{ADDR_P2}/24", "dev", IF_P)
-        for ns, dev in ((NS_D, IF_D), (NS_P, IF_P)):
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        mac_d = json.loads(sh("ip", "-n", NS_D, "-j", "link", "show", IF_D).stdout)[0]["address"]
-        mac_p = json.loads(sh("ip", "-n", NS_P, "-j", "link", "show", IF_P).stdout)[0]["address"]
-        sh("ip", "-n", NS_P, "neigh", "replace", ADDR_D, "lladdr", mac_d, "dev", IF_P, "nud", "permanent")
-        for a in (ADDR_P, ADDR_P2):
-            sh("ip", "-n", NS_D, "neigh", "replace", a, "lladdr", mac_p, "dev", IF_D, "nud", "permanent")
+        RIG.make()
 
         # 1. traffic
         daemon = start()
@@ -346,8 +269,7 @@ def main():
             if d.poll() is None:
                 d.kill()
                 d.wait()
-        subprocess.run(["ip", "netns", "del", NS_D], capture_output=True)
-        subprocess.run(["ip", "netns", "del", NS_P], capture_output=True)
+        RIG.remove()
         shutil.rmtree(work, ignore_errors=True)
     finish()
 

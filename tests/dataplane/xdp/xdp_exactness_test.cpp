@@ -210,6 +210,10 @@ class XdpExactness : public ::testing::Test {
       ASSERT_EQ(got->dropped_packets, want.dropped_packets) << rule;
       ASSERT_EQ(got->dropped_bytes, want.dropped_bytes) << rule;
       ASSERT_EQ(got->table_full, want.table_full) << rule;
+      if (want.metered) {
+        ASSERT_EQ(got->first_tick, want.first_tick) << rule << ": the first metered packet's tick";
+        ASSERT_EQ(got->last_tick, want.last_tick) << rule << ": the last metered packet's tick";
+      }
       if (keys_exact) {
         ASSERT_EQ(got->keys_created, want.keys_created) << rule;
         ASSERT_EQ(got->keys_renewed, want.keys_renewed) << rule;
