@@ -138,3 +138,13 @@ class Receiver:
 
 def tag():
     return f"{os.getpid() % 100000}"
+
+
+def skip_unless_xdp_and_root(xdp_built):
+    """Exits as meson's skipped (77), saying why, without the XDP dataplane built or without root."""
+    if not xdp_built:
+        print("skipped: tricolord was built without the XDP dataplane (clang, bpftool, libbpf-dev; -Dxdp=enabled)")
+        sys.exit(77)
+    if os.geteuid() != 0:
+        print("skipped: attaching XDP programs and making network namespaces needs root")
+        sys.exit(77)

@@ -32,15 +32,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from ctl_support import ctl, expect, finish, tricolord, wait_for  # noqa: E402
-from veth_rig import Rig, in_ns, sh, tag  # noqa: E402
+from veth_rig import Rig, in_ns, sh, skip_unless_xdp_and_root, tag  # noqa: E402
 
-SKIP = 77  # meson: skipped
-if sys.argv[2] != "1":
-    print("skipped: tricolord was built without the XDP dataplane (clang, bpftool, libbpf-dev; -Dxdp=enabled)")
-    sys.exit(SKIP)
-if os.geteuid() != 0:
-    print("skipped: attaching XDP programs and making network namespaces needs root")
-    sys.exit(SKIP)
+skip_unless_xdp_and_root(sys.argv[2] == "1")
 
 RIG = Rig(tag())
 NS_D, NS_P, IF_D, IF_P = RIG.d, RIG.p, RIG.d_if[0], RIG.p_if[0]
