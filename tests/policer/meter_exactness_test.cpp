@@ -21,62 +21,6 @@ using policer::kMaxPacketRate;
 constexpr std::array kAlgorithms{Algorithm::one_rate_two_color, Algorithm::srtcm, Algorithm::trtcm,
                                  Algorithm::trtcm_4115};
 
-std::uint64_t random_burst(Rng& r, Unit unit) {
-  // Packet-mode packets cost one token each: small bursts, or nothing would ever be red.
-  if (unit == Unit::packets && r.chance(80)) return r.between(1, 40);
-  switch (r.below(5)) {
-    case 0: return r.between(1, 16);
-    case 1: return r.between(16, 100'000);
-    case 2: return r.between(100'000, kMaxBurst);
-    case 3: return kMaxBurst;
-    default: return r.between(1, 3000);
-  }
-}
-
-Params random_params(Rng& r, Algorithm a, Unit unit) {
-  Params p;
-  p.algorithm = a;
-  p.unit = unit;
-  const std::uint64_t max_rate = unit == Unit::bytes ? kMaxByteRate : kMaxPacketRate;
-  switch (a) {
-    case Algorithm::one_rate_two_color:
-      p.cir = random_rate(r, unit);
-      p.cbs = random_burst(r, unit);
-      break;
-    case Algorithm::srtcm:
-      p.cir = random_rate(r, unit);
-      p.cbs = r.chance(10) ? 0 : random_burst(r, unit);
-      p.ebs = (p.cbs != 0 && r.chance(10)) ? 0 : random_burst(r, unit);
-      break;
-    case Algorithm::trtcm:
-      p.cir = random_rate(r, unit);
-      p.pir = r.chance(20) ? p.cir : r.between(p.cir, std::min(max_rate, p.cir * 1 + r.below(max_rate)));
-      p.cbs = random_burst(r, unit);
-      p.pbs = random_burst(r, unit);
-      break;
-    case Algorithm::trtcm_4115:
-      p.cir = r.chance(15) ? 0 : random_rate(r, unit);
-      p.eir = (p.cir != 0 && r.chance(15)) ? 0 : random_rate(r, unit);
-      p.cbs = p.cir != 0 || r.chance(50) ? random_burst(r, unit) : 0;
-      p.ebs = p.eir != 0 || r.chance(50) ? random_burst(r, unit) : 0;
-      break;
-    default: break;  // the limiters: tests/limiter_*_test.cpp
-  }
-  return p;
-}
-
-// Packet lengths around the bucket sizes, so that all colors occur, with a few extremes.
-std::uint32_t random_length(Rng& r, const Params& p) {
-  const std::uint64_t scale = std::max({p.cbs, p.ebs, p.pbs, std::uint64_t{1}});
-  switch (r.below(8)) {
-    case 0: return 0;
-    case 1: return static_cast<std::uint32_t>(r.between(kMaxBurst - 2, std::numeric_limits<std::uint32_t>::max()));
-    case 2: case 3: return static_cast<std::uint32_t>(r.between(1, std::min<std::uint64_t>(scale * 2, 0xffffffff)));
-    case 4: return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, scale / (1 + r.below(64))));
-    default: return static_cast<std::uint32_t>(r.between(40, 1500));
-  }
-}
-
 // Gaps: bursts at one instant, a token's time, a fill time, years; and sometimes a stale clock.
 std::uint64_t random_time(Rng& r, const Params& p, std::uint64_t hz, std::uint64_t last, std::uint64_t length) {
   const std::uint64_t rate = std::max<std::uint64_t>({p.cir, p.eir, p.pir, 1});

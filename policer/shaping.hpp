@@ -1,0 +1,101 @@
+#pragma once
+// Shaping's question (issue 27): a packet that does not conform now — at which tick would it? A shaper
+// holds such a packet until then and releases it green, or drops it when that tick is more than its
+// maximum delay away. The answer is exact: the earliest tick at which the meter's own check colors the
+// packet green (tests/policer/shaping_test.cpp checks it against the check itself, tick by tick at the
+// edge), computed in O(1) from the state.
+//
+// Which meters have one (doc/meters.md, "Shaping"): those whose green depends on buckets that only
+// fill with time — 1R2C (C), srTCM and RFC 4115 through the committed bucket C (their E makes a packet
+// yellow, not green), trTCM through both C and P (its green needs both), GCRA (the lead falls back
+// under the limit) and smooth (the debt is paid off: prepayment lets any packet through then). The
+// windows cannot be asked the same way: the fixed window's next window may already be spoken for by
+// the time it opens, and the sliding window's and warm-up's allowances are not linear in time.
+//
+// Releasing a packet at tick t means checking it at t: the state's `last` moves to t, so that the
+// packets arriving before t get no credit for the time before it and queue behind it (release ticks
+// never go back: a shaper's queue is first in, first out).
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+
+#include "policer/limiters.hpp"
+#include "policer/meter.hpp"
+
+namespace tricolor::policer {
+
+namespace detail {
+// Ticks until a bucket at `level` filling at `rate` holds `cost`: 0 if it does now, none if it never
+// can (its size is below the cost, or it does not fill).
+inline std::optional<std::uint64_t> ticks_until(std::uint64_t level, std::uint64_t cost, std::uint64_t size,
+                                                std::uint64_t rate) noexcept {
+  if (level >= cost) return 0;
+  if (cost > size || rate == 0) return std::nullopt;
+  return (cost - level + rate - 1) / rate;  // a division, but only for a packet that waits
+}
+}  // namespace detail
+
+// The algorithms conforming_at() answers for.
+inline bool can_shape(Algorithm a) noexcept {
+  switch (a) {
+    case Algorithm::one_rate_two_color:
+    case Algorithm::srtcm:
+    case Algorithm::trtcm:
+    case Algorithm::trtcm_4115:
+    case Algorithm::gcra:
+    case Algorithm::smooth: return true;
+    default: return false;
+  }
+}
+
+// The earliest tick, at or after both `now` and s.last, at which check_blind<Algo>(s, p, tick, length)
+// returns green; none if no tick does (the packet is larger than the bucket it needs). `s` is not
+// changed.
+template <class Algo>
+std::optional<std::uint64_t> conforming_at(State s, const Profile& p, std::uint64_t now, std::uint32_t length) noexcept {
+  Algo::advance(s, p, now);  // s.last = max(now, s.last): the levels there
+  const std::uint64_t cost = p.cost(length);
+  std::optional<std::uint64_t> wait;
+  if constexpr (std::is_same_v<Algo, OneRateTwoColor> || std::is_same_v<Algo, SrTcm> ||
+                std::is_same_v<Algo, TrTcm4115>) {
+    wait = detail::ticks_until(s.level[0], cost, p.size(0), p.rate(0));
+  } else if constexpr (std::is_same_v<Algo, TrTcm>) {
+    const auto c = detail::ticks_until(s.level[0], cost, p.size(0), p.rate(0));
+    const auto peak = detail::ticks_until(s.level[1], cost, p.size(1), p.rate(1));
+    if (c && peak) wait = std::max(*c, *peak);
+  } else if constexpr (std::is_same_v<Algo, Gcra>) {
+    // Green while lead + cost <= limit; the lead falls by `rate` a tick. One check pays at most
+    // rate x fill_ticks (the limit's worth): a lead that a live change left far above a lowered limit
+    // takes longer than that, and no single check from here makes the packet green.
+    const std::uint64_t limit = p.limiter().limit, lead = s.level[0];
+    if (cost <= limit) {
+      const std::uint64_t over = lead + cost > limit ? lead + cost - limit : 0;
+      wait = detail::ticks_until(0, over, over, p.rate(0));
+      if (wait && *wait > p.fill_ticks(0)) wait.reset();
+    }
+  } else if constexpr (std::is_same_v<Algo, Smooth>) {
+    // Green once nothing is owed; the debt is paid at `rate` a tick.
+    wait = detail::ticks_until(0, s.level[1], s.level[1], p.rate(0));
+  } else {
+    static_assert(sizeof(Algo) == 0, "conforming_at: this algorithm has no conforming tick (can_shape)");
+  }
+  if (!wait || *wait > UINT64_MAX - s.last) return std::nullopt;  // never, or past the end of time
+  return s.last + *wait;
+}
+
+// The same for a profile's algorithm, chosen at run time (can_shape(p.algorithm()) must hold).
+inline std::optional<std::uint64_t> conforming_at(const State& s, const Profile& p, std::uint64_t now,
+                                                  std::uint32_t length) noexcept {
+  switch (p.algorithm()) {
+    case Algorithm::one_rate_two_color: return conforming_at<OneRateTwoColor>(s, p, now, length);
+    case Algorithm::srtcm: return conforming_at<SrTcm>(s, p, now, length);
+    case Algorithm::trtcm: return conforming_at<TrTcm>(s, p, now, length);
+    case Algorithm::trtcm_4115: return conforming_at<TrTcm4115>(s, p, now, length);
+    case Algorithm::gcra: return conforming_at<Gcra>(s, p, now, length);
+    case Algorithm::smooth: return conforming_at<Smooth>(s, p, now, length);
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace tricolor::policer
