@@ -124,12 +124,25 @@ Expected<TestRun> XdpProgram::test_run(std::span<const std::uint8_t> frame) {
   return run;
 }
 
-Expected<txdp_rule_counters> XdpProgram::rule_counters(std::uint32_t slot) const {
+Expected<RepeatedRun> XdpProgram::test_run_repeated(std::span<const std::uint8_t> frame, std::uint32_t repeat) const {
+  LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_size_in = static_cast<__u32>(frame.size()),
+              .repeat = static_cast<int>(repeat));
+  if (bpf_prog_test_run_opts(program_fd(), &opts) != 0) return system_error("BPF_PROG_TEST_RUN", errno);
+  return RepeatedRun{opts.retval, opts.duration};
+}
+
+Expected<std::vector<txdp_rule_counters>> XdpProgram::rule_counters_per_cpu(std::uint32_t slot) const {
   std::vector<txdp_rule_counters> per_cpu(static_cast<std::size_t>(cpus()));
   if (bpf_map_lookup_elem(bpf_map__fd(skeleton_->maps.txdp_counters), &slot, per_cpu.data()) != 0)
     return system_error("reading counters", errno);
+  return per_cpu;
+}
+
+Expected<txdp_rule_counters> XdpProgram::rule_counters(std::uint32_t slot) const {
+  auto per_cpu = rule_counters_per_cpu(slot);
+  if (!per_cpu) return per_cpu.error();
   txdp_rule_counters sum{};
-  for (const auto& c : per_cpu) {
+  for (const auto& c : *per_cpu) {
     for (int k = 0; k < 3; ++k) sum.packets[k] += c.packets[k], sum.bytes[k] += c.bytes[k];
     sum.dropped_packets += c.dropped_packets;
     sum.dropped_bytes += c.dropped_bytes;
