@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "dataplane/xdp/xdp_maps.h"
@@ -40,6 +41,7 @@ struct RepeatedRun {
 
 class XdpProgram {
  public:
+  // A program the kernel refuses fails with the end of the verifier's log in the error's message.
   static Expected<std::unique_ptr<XdpProgram>> load(const LoadOptions& options);
   ~XdpProgram();
   XdpProgram(const XdpProgram&) = delete;
@@ -89,5 +91,10 @@ class XdpProgram {
   bool has_image_ = false;
   RuleSetImage image_;
 };
+
+// Loads the BPF object file at `path` with the open options XdpProgram::load uses (the verifier's log
+// kept, and its end reported when the kernel refuses a program), then unloads it. What a refused
+// program says, tested on a deliberately broken object; also a check of any object file.
+Expected<bool> check_object_file(const std::string& path);
 
 }  // namespace tricolor::dataplane::xdp
