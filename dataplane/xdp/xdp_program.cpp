@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "dataplane/xdp/tricolor_xdp.skel.h"
 #include "dataplane/xdp/xdp_sweep.hpp"
@@ -27,6 +28,43 @@ const std::size_t kKeyLiveBytes = [] {
   return (sizeof(txdp_key_live) * TXDP_MAX_RULES + page - 1) / page * page;
 }();
 
+// The verifier's log of a load, kept by libbpf in this buffer (bpf_object_open_opts.kernel_log_buf):
+// libbpf loads at log level 0 (no log, no cost) and, when the kernel refuses a program, loads it again
+// at level 1 into the buffer. Kernels from 6.4 keep the log's end when it overflows: the reason is
+// there. Without a buffer of ours, libbpf would print the whole log to stderr, apart from the error.
+constexpr std::size_t kVerifierLogBytes = 1u << 20;
+constexpr std::size_t kVerifierLogLines = 12;  // of the end: the refused instruction, the reason, the totals
+constexpr std::size_t kVerifierLogChars = 4000;
+
+std::string log_end(const std::vector<char>& log) {
+  std::string_view text(log.data(), ::strnlen(log.data(), log.size()));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  // The last kVerifierLogLines lines: after as many newlines from the end, or the whole log.
+  std::size_t start = 0;
+  std::size_t at = text.size();
+  for (std::size_t lines = 0; lines < kVerifierLogLines; ++lines) {
+    const std::size_t newline = at == 0 ? std::string_view::npos : text.rfind('\n', at - 1);
+    if (newline == std::string_view::npos) {
+      start = 0;
+      break;
+    }
+    start = newline + 1;
+    at = newline;
+  }
+  text.remove_prefix(start);
+  if (text.size() > kVerifierLogChars) text.remove_prefix(text.size() - kVerifierLogChars);
+  return std::string(text);
+}
+
+// A failed load: with the kernel's log when it wrote one (a program or its BTF refused), else errno.
+Error load_error(const std::string& what, int error, const std::vector<char>& log, const std::string& otherwise) {
+  const std::string end = log_end(log);
+  if (end.empty()) return system_error(what + otherwise, error);
+  const int e = error < 0 ? -error : error;
+  const std::string why = e == ENOSPC ? std::string("its log outgrew the buffer") : std::strerror(e);
+  return Error{"xdp", what + ": the kernel refused it (" + why + "); the end of the verifier's log:\n" + end};
+}
+
 int cpus() {
   const int n = libbpf_num_possible_cpus();
   return n > 0 ? n : 1;
@@ -35,7 +73,9 @@ int cpus() {
 }  // namespace
 
 Expected<std::unique_ptr<XdpProgram>> XdpProgram::load(const LoadOptions& options) {
-  tricolor_xdp* skeleton = tricolor_xdp__open();
+  std::vector<char> log(kVerifierLogBytes, '\0');
+  LIBBPF_OPTS(bpf_object_open_opts, open_options, .kernel_log_buf = log.data(), .kernel_log_size = log.size());
+  tricolor_xdp* skeleton = tricolor_xdp__open_opts(&open_options);
   if (skeleton == nullptr) return system_error("opening the XDP program", errno);
   skeleton->rodata->test_clock = options.test_clock ? 1 : 0;
   if (int e = bpf_map__set_max_entries(skeleton->maps.txdp_keys, options.max_keys); e != 0) {
@@ -44,7 +84,7 @@ Expected<std::unique_ptr<XdpProgram>> XdpProgram::load(const LoadOptions& option
   }
   if (int e = tricolor_xdp__load(skeleton); e != 0) {
     tricolor_xdp__destroy(skeleton);
-    return system_error("loading the XDP program (root, or CAP_BPF and CAP_NET_ADMIN, is needed)", e);
+    return load_error("loading the XDP program", e, log, " (root, or CAP_BPF and CAP_NET_ADMIN, is needed)");
   }
   void* live = ::mmap(nullptr, kKeyLiveBytes, PROT_READ | PROT_WRITE, MAP_SHARED,
                       bpf_map__fd(skeleton->maps.txdp_key_live), 0);
@@ -166,13 +206,26 @@ Expected<TestRun> XdpProgram::test_run(std::span<const std::uint8_t> frame) {
   return run;
 }
 
-Expected<txdp_rule_counters> XdpProgram::rule_counters(std::uint32_t slot) const {
+Expected<RepeatedRun> XdpProgram::test_run_repeated(std::span<const std::uint8_t> frame, std::uint32_t repeat) const {
+  LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_size_in = static_cast<__u32>(frame.size()),
+              .repeat = static_cast<int>(repeat));
+  if (bpf_prog_test_run_opts(program_fd(), &opts) != 0) return system_error("BPF_PROG_TEST_RUN", errno);
+  return RepeatedRun{opts.retval, opts.duration};
+}
+
+Expected<std::vector<txdp_rule_counters>> XdpProgram::rule_counters_per_cpu(std::uint32_t slot) const {
   std::vector<txdp_rule_counters> per_cpu(static_cast<std::size_t>(cpus()));
   if (bpf_map_lookup_elem(bpf_map__fd(skeleton_->maps.txdp_counters), &slot, per_cpu.data()) != 0)
     return system_error("reading counters", errno);
+  return per_cpu;
+}
+
+Expected<txdp_rule_counters> XdpProgram::rule_counters(std::uint32_t slot) const {
+  auto per_cpu = rule_counters_per_cpu(slot);
+  if (!per_cpu) return per_cpu.error();
   txdp_rule_counters sum{};
   bool metered = false;
-  for (const auto& c : per_cpu) {
+  for (const auto& c : *per_cpu) {
     if (c.packets[0] + c.packets[1] + c.packets[2] != 0) {  // the earliest first and the latest last
       sum.first_tick = metered ? std::min(sum.first_tick, c.first_tick) : c.first_tick;
       sum.last_tick = metered ? std::max(sum.last_tick, c.last_tick) : c.last_tick;
@@ -258,6 +311,16 @@ Expected<std::uint64_t> XdpProgram::sweep_keys(std::uint32_t slot, std::uint64_t
     ++deleted;
   }
   return deleted;
+}
+
+Expected<bool> check_object_file(const std::string& path) {
+  std::vector<char> log(kVerifierLogBytes, '\0');
+  LIBBPF_OPTS(bpf_object_open_opts, open_options, .kernel_log_buf = log.data(), .kernel_log_size = log.size());
+  std::unique_ptr<bpf_object, decltype(&bpf_object__close)> object(bpf_object__open_file(path.c_str(), &open_options),
+                                                                    &bpf_object__close);
+  if (object == nullptr) return system_error("opening the BPF object " + path, errno);
+  if (int e = bpf_object__load(object.get()); e != 0) return load_error("loading the BPF object " + path, e, log, "");
+  return true;
 }
 
 }  // namespace tricolor::dataplane::xdp

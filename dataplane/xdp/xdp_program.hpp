@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "dataplane/xdp/xdp_maps.h"
@@ -32,8 +33,16 @@ struct TestRun {
   std::vector<std::uint8_t> frame;
 };
 
+// What BPF_PROG_TEST_RUN with `repeat` returned: the last run's verdict and the kernel's mean time
+// per run.
+struct RepeatedRun {
+  std::uint32_t verdict = 0;
+  std::uint32_t mean_ns = 0;
+};
+
 class XdpProgram {
  public:
+  // A program the kernel refuses fails with the end of the verifier's log in the error's message.
   static Expected<std::unique_ptr<XdpProgram>> load(const LoadOptions& options);
   ~XdpProgram();
   XdpProgram(const XdpProgram&) = delete;
@@ -52,10 +61,16 @@ class XdpProgram {
 
   Expected<bool> set_test_clock(std::uint64_t now);
   Expected<TestRun> test_run(std::span<const std::uint8_t> frame);
+  // The frame run `repeat` times in one BPF_PROG_TEST_RUN, on the calling thread's CPU; the frame as
+  // the program leaves it is not returned (nor reset between runs). Several threads may call it at
+  // once: the program's shared meters are then contended as by several RX queues.
+  Expected<RepeatedRun> test_run_repeated(std::span<const std::uint8_t> frame, std::uint32_t repeat) const;
 
   // Counters summed over the CPUs.
   Expected<txdp_rule_counters> rule_counters(std::uint32_t slot) const;
   Expected<txdp_default_counters> default_counters() const;
+  // One entry per possible CPU, not summed.
+  Expected<std::vector<txdp_rule_counters>> rule_counters_per_cpu(std::uint32_t slot) const;
   std::uint64_t live_keys(std::uint32_t slot) const;
 
   // The per-key meters of `slot` now, each read under its spin lock (BPF_F_LOCK). A key deleted or
@@ -85,5 +100,10 @@ class XdpProgram {
   RuleSetImage image_;
   std::bitset<TXDP_MAX_RULES> used_;  // slots a rule has used since they were last cleared
 };
+
+// Loads the BPF object file at `path` with the open options XdpProgram::load uses (the verifier's log
+// kept, and its end reported when the kernel refuses a program), then unloads it. What a refused
+// program says, tested on a deliberately broken object; also a check of any object file.
+Expected<bool> check_object_file(const std::string& path);
 
 }  // namespace tricolor::dataplane::xdp

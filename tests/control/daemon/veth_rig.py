@@ -39,14 +39,22 @@ print(json.dumps(got), flush=True)
 """
 
 # A UDP sender: argv dst, port, count, src[, size]: datagrams "PORT-I" padded to `size` bytes.
+# IP_RECVERR: without it a send the device refuses (a full ring: ENOBUFS) returns success, the datagram
+# lost; with it the send fails and is tried again, so that `count` datagrams do leave.
 SENDER = r"""
-import socket, sys
+import socket, sys, time
 dst, port, count, src = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 size = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, getattr(socket, "IP_RECVERR", 11), 1)
 s.bind((src, 0))
 for i in range(count):
-    s.sendto(f"{port}-{i}".encode().ljust(size, b"."), (dst, port))
+    while True:
+        try:
+            s.sendto(f"{port}-{i}".encode().ljust(size, b"."), (dst, port))
+            break
+        except OSError:
+            time.sleep(0.0001)
 """
 
 END_PORT = 5009  # the receiver's END datagram; no rule of the tests matches it
