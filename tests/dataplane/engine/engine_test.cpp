@@ -481,13 +481,19 @@ TEST(EngineKeys, AChangeShortOfMemoryWaitsForWhatReplacedSetsGiveBack) {
 // A cluster meter (issue 26) last: without a lease side it meters at the box's share (the whole budget
 // for one box); leased, green passes exactly on the tokens granted; it keeps its lease across policy
 // changes; a budget that is not 1R2C is refused, naming the rule.
-TEST(EngineCluster, WithoutALeaseSideTheShareMetersLocally) {
+// Rule web (a 1R2C of 1 MB/s and `child_cbs`) under cluster `global` (1 MB/s, 1000 B).
+Policy cluster_policy(std::uint64_t child_cbs) {
   Policy policy;
-  policy.profiles.push_back({"child", params_1r2c(1'000'000, 3000)});
+  policy.profiles.push_back({"child", params_1r2c(1'000'000, child_cbs)});
   policy.profiles.push_back({"global", params_1r2c(1'000'000, 1000)});
   Rule r = rule("web", 1, "child");
   r.cluster = "global";
   policy.rules.push_back(r);
+  return policy;
+}
+
+TEST(EngineCluster, WithoutALeaseSideTheShareMetersLocally) {
+  Policy policy = cluster_policy(3000);
   Harness h(policy);
   h.send({udp4(1000, 1, 53), udp4(1000, 1, 53), udp4(1000, 1, 53), udp4(1000, 1, 53)}, 0);
   EXPECT_EQ(h.verdicts[0].out, Color::green);
@@ -504,12 +510,7 @@ TEST(EngineCluster, WithoutALeaseSideTheShareMetersLocally) {
 }
 
 TEST(EngineCluster, LeasedGreenPassesOnGrantedTokensAndTheLeaseOutlivesAChange) {
-  Policy policy;
-  policy.profiles.push_back({"child", params_1r2c(1'000'000, 100'000)});
-  policy.profiles.push_back({"global", params_1r2c(1'000'000, 1000)});
-  Rule r = rule("web", 1, "child");
-  r.cluster = "global";
-  policy.rules.push_back(r);
+  Policy policy = cluster_policy(100'000);
   EngineOptions leased;
   leased.cluster_boxes = 3;
   leased.cluster_start_mode = policer::ClusterMode::leased;
@@ -541,13 +542,8 @@ TEST(EngineCluster, LeasedGreenPassesOnGrantedTokensAndTheLeaseOutlivesAChange) 
 }
 
 TEST(EngineCluster, ABudgetThatIsNotOneRateTwoColorIsRefused) {
-  Policy policy;
-  policy.profiles.push_back({"child", params_1r2c(1'000'000, 3000)});
-  policer::Params sr{.algorithm = policer::Algorithm::srtcm, .cir = 1000, .cbs = 1000, .ebs = 1000};
-  policy.profiles.push_back({"global", sr});
-  Rule r = rule("web", 1, "child");
-  r.cluster = "global";
-  policy.rules.push_back(r);
+  Policy policy = cluster_policy(3000);
+  policy.profiles[1].params = policer::Params{.algorithm = policer::Algorithm::srtcm, .cir = 1000, .cbs = 1000, .ebs = 1000};
   auto made = Engine::create(policy, *policer::TickRate::make(kHz));
   ASSERT_FALSE(made.ok());
   EXPECT_EQ(made.error().message, "rule web: cluster global: a cluster meter's profile is 1r2c (green within the shared rate, red above), not srtcm");

@@ -30,6 +30,7 @@
 #include "dataplane/xdp/xdp_policy.hpp"
 #include "dataplane/xdp/xdp_program.hpp"
 #include "tests/dataplane/engine/frame_builder.hpp"
+#include "tests/dataplane/xdp/xdp_test_policy.hpp"
 
 namespace tricolor::dataplane::xdp {
 namespace {
@@ -52,25 +53,15 @@ test::Bytes frame() {
   return b.build().bytes;
 }
 
-// 1R2C in bytes; green forwarded, red dropped (a frame run again and again must stay the same: no remark).
+// 1R2C in bytes, blind; green forwarded, red dropped (a frame run again and again must stay the same:
+// 1R2C colors nothing yellow, so the rule's yellow remark never applies).
 Policy one_rule(std::uint64_t cir, std::uint64_t cbs, PerKey per_key = {}) {
   policer::Params p;
   p.algorithm = Algorithm::one_rate_two_color;
   p.unit = Unit::bytes;
   p.cir = cir;
   p.cbs = cbs;
-  Policy policy;
-  policy.profiles.push_back({"meter", p});
-  Rule r;
-  r.name = "shared";
-  r.profile = "meter";
-  Prefix dst;
-  dst.address = {10, 0, 0, 0};
-  dst.length = 8;
-  r.match.dst = dst;
-  r.per_key = per_key;
-  policy.rules.push_back(r);
-  return policy;
+  return test_policy::one_rule_policy(p, InputColor::blind, per_key);
 }
 
 std::uint64_t monotonic_ns() {

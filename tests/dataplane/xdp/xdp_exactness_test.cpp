@@ -20,6 +20,7 @@
 #include "dataplane/xdp/xdp_policy.hpp"
 #include "dataplane/xdp/xdp_program.hpp"
 #include "tests/dataplane/engine/frame_builder.hpp"
+#include "tests/dataplane/xdp/xdp_test_policy.hpp"
 
 namespace tricolor::dataplane::xdp {
 namespace {
@@ -28,6 +29,8 @@ using policer::Algorithm;
 using policer::Unit;
 using test::Bytes;
 using test::FrameBuilder;
+using test_policy::metered_rule;
+using test_policy::one_rule_policy;
 
 // A deterministic generator (splitmix64): the same traffic on every run.
 class Random {
@@ -96,30 +99,6 @@ policer::Params params(Algorithm algorithm, Unit unit, bool slow = false) {
     default: break;
   }
   return p;
-}
-
-// Green forwarded, yellow remarked AF12, red dropped; the default action remarks CS1.
-Rule metered_rule(const std::string& name, const std::string& profile, InputColor input) {
-  Rule r;
-  r.name = name;
-  r.profile = profile;
-  Prefix dst;
-  dst.address = {10, 0, 0, 0};
-  dst.length = 8;
-  r.match.dst = dst;
-  r.input = input;
-  r.on_color[1].dscp = 12;
-  return r;
-}
-
-Policy one_rule_policy(const policer::Params& p, InputColor input, PerKey per_key = {}) {
-  Policy policy;
-  policy.profiles.push_back({"meter", p});
-  Rule r = metered_rule("metered", "meter", input);
-  r.per_key = per_key;
-  policy.rules.push_back(r);
-  policy.default_action.dscp = 8;
-  return policy;
 }
 
 // Traffic at about twice the byte profiles' CIR (and the packet profiles'): every color occurs.
