@@ -46,11 +46,20 @@ struct Match {
   friend bool operator==(const Match&, const Match&) = default;
 };
 
+// Shaping holds a packet at most this long (a held packet's delay fits a Verdict's 32-bit tick count on
+// a TSC of up to 4 GHz, and a worker's timing wheel spans it).
+inline constexpr std::uint64_t kMaxShapeDelayNs = 1'000'000'000;
+
 // What happens to a packet of a given color: dropped, or forwarded, optionally remarked.
 struct Action {
   bool drop = false;
   std::optional<std::uint8_t> dscp;  // remark DSCP (ECN bits kept)
   std::optional<std::uint8_t> pcp;   // set the outermost VLAN tag's PCP (tagged frames only)
+  // Red only, shaping (issue 27): a packet that does not conform now is held until the tick at which
+  // its meter colors it green (policer/shaping.hpp), at most this many nanoseconds, and released green
+  // (the green action applies); one that would wait longer is dropped. `drop` is then true: what a
+  // late packet gets. 1 ns .. kMaxShapeDelayNs.
+  std::optional<std::uint64_t> shape_max_delay_ns = std::nullopt;
   friend bool operator==(const Action&, const Action&) = default;
 };
 

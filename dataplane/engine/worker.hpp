@@ -48,7 +48,11 @@ struct Verdict {
   // passes it to `owner` with the set's generation and `rule` (Handed).
   bool handoff = false;
   std::uint16_t owner = 0;
+  // A shaping rule's held packet (Action::shape_max_delay_ns): it leaves `delay` ticks after its
+  // arrival (out green, drop false); 0 for every other packet (forwarded now, or dropped).
+  std::uint32_t delay = 0;
 };
+static_assert(sizeof(Verdict) == 32, "a burst's verdicts are copied from a fresh one per packet: keep them small");
 
 // What the worker that received a packet passes with it to the key's owner: the rule it matched under
 // the set of that generation, so that the owner, under the same set, needs neither classify it again
