@@ -16,6 +16,7 @@ namespace tricolor::dataplane {
 void Forwarder::run(StopState& stop) noexcept {
   worker_.online();
   while (!stop.requested.load(std::memory_order_relaxed)) {
+    if (!wheel_.empty()) [[unlikely]] release_due(clock_now());
     std::uint32_t received = 0;
     for (const RxQueue& rx : plan_.rx) received += poll_port(rx);
     received += poll_rings();
@@ -27,11 +28,18 @@ void Forwarder::run(StopState& stop) noexcept {
   stop.stopped_receiving.fetch_add(1, std::memory_order_acq_rel);
   for (;;) {
     const bool others_stopped = stop.stopped_receiving.load(std::memory_order_acquire) == workers_;
+    if (!wheel_.empty()) [[unlikely]] release_due(clock_now());
     const std::uint16_t taken = poll_rings();
     worker_.quiescent();
     if (others_stopped && taken == 0) break;
   }
+  flush_held();
   worker_.offline();
+}
+
+std::uint64_t Forwarder::clock_now() const noexcept {
+  // rx_timestamp: time moves with the packets; the latest one's is now.
+  return options_.clock == ClockSource::tsc ? rte_rdtsc() : last_timestamp_;
 }
 
 std::uint16_t Forwarder::poll_port(const RxQueue& rx) noexcept {
@@ -92,24 +100,33 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
   const RuleSet& set = worker_.process(std::span<PacketView>(views, n), std::span<Verdict>(verdicts, n), handed);
 
   // Forwarded packets keep their order; dropped ones go back to the pool together; those another
-  // worker owns are passed on.
+  // worker owns are passed on; those shaping holds wait for their tick.
   rte_mbuf* forward[kBurst];
   rte_mbuf* drop[kBurst];
-  std::uint16_t forwarded = 0, dropped = 0, unrestored = 0, passed = 0;
+  rte_mbuf* held[kBurst];
+  std::uint64_t release[kBurst];
+  std::uint16_t forwarded = 0, dropped = 0, unrestored = 0, passed = 0, holding = 0;
   for (std::uint16_t i = 0; i < n; ++i) {
     if (verdicts[i].handoff) {
       ++passed;
     } else if (verdicts[i].drop) {
       drop[dropped++] = mbufs[i];
     } else if (restore_stripped_vlan(mbufs[i], views[i], options_.vlan_insert[plan_.egress[mbufs[i]->port]])) {
-      forward[forwarded++] = mbufs[i];
+      if (verdicts[i].delay == 0) [[likely]] {
+        forward[forwarded++] = mbufs[i];
+      } else {
+        held[holding] = mbufs[i];
+        release[holding++] = views[i].arrival + verdicts[i].delay;
+      }
     } else {
       drop[dropped++] = mbufs[i];
       ++unrestored;
     }
   }
-  if (options_.stamp_generation) [[unlikely]]
+  if (options_.stamp_generation) [[unlikely]] {
     stamp(forward, forwarded, static_cast<std::uint16_t>(set.generation));
+    stamp(held, holding, static_cast<std::uint16_t>(set.generation));
+  }
   counters_.bursts.add(1);
   counters_.packets.add(n - passed);
   if (passed != 0) hand_over(mbufs, n, verdicts, set.generation);
@@ -118,17 +135,59 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
     if (unrestored != 0) counters_.vlan_restore_failed.add(unrestored);
     rte_pktmbuf_free_bulk(drop, dropped);
   }
-  // By egress port, in order within each (a burst from a port has one; one from a ring may have more).
-  while (forwarded != 0) {
-    const std::uint16_t port = plan_.egress[forward[0]->port];
+  // The burst's time: the TSC read for it, or its latest RX timestamp.
+  if (holding != 0 || !wheel_.empty()) [[unlikely]]
+    hold(held, release, holding, options_.clock == ClockSource::tsc ? views[0].arrival : last_timestamp_);
+  transmit_by_port(forward, forwarded);
+}
+
+// By egress port, in order within each (a burst from a port has one; one from a ring or the wheel may
+// have more). Reorders `packets`.
+void Forwarder::transmit_by_port(rte_mbuf** packets, std::uint16_t count) noexcept {
+  while (count != 0) {
+    const std::uint16_t port = plan_.egress[packets[0]->port];
     rte_mbuf* now[kBurst];
     std::uint16_t sending = 0, later = 0;
-    for (std::uint16_t i = 0; i < forwarded; ++i) {
-      if (plan_.egress[forward[i]->port] == port) now[sending++] = forward[i];
-      else forward[later++] = forward[i];
+    for (std::uint16_t i = 0; i < count; ++i) {
+      if (plan_.egress[packets[i]->port] == port) now[sending++] = packets[i];
+      else packets[later++] = packets[i];
     }
     transmit(port, now, sending);
-    forwarded = later;
+    count = later;
+  }
+}
+
+void Forwarder::hold(rte_mbuf** packets, const std::uint64_t* release, std::uint16_t count, std::uint64_t now) noexcept {
+  // What is due goes first: before the inserts, so that the wheel's cursor is at `now` (a clock that
+  // jumped would put the new ticks beyond its span), and before the burst's conforming packets.
+  release_due(now);
+  rte_mbuf* refused[kBurst];
+  std::uint16_t refusals = 0;
+  for (std::uint16_t i = 0; i < count; ++i)
+    if (!wheel_.insert(release[i], packets[i])) refused[refusals++] = packets[i];
+  counters_.shape_held_in.add(count - refusals);
+  if (refusals != 0) {
+    counters_.shape_overflow.add(refusals);
+    rte_pktmbuf_free_bulk(refused, refusals);
+  }
+  // With RX timestamps a burst spans time: a packet held early in it may be due by a later one's.
+  if (count != 0 && options_.clock == ClockSource::rx_timestamp) release_due(now);
+}
+
+void Forwarder::release_due(std::uint64_t now) noexcept {
+  rte_mbuf* due[kBurst];
+  while (const auto n = static_cast<std::uint16_t>(wheel_.drain(now, std::span<rte_mbuf*>(due, kBurst)))) {
+    counters_.shape_released.add(n);
+    transmit_by_port(due, n);
+  }
+}
+
+// At the stop: every packet still held leaves now, in the order of its tick slots.
+void Forwarder::flush_held() noexcept {
+  rte_mbuf* left[kBurst];
+  while (const auto n = static_cast<std::uint16_t>(wheel_.take_all(std::span<rte_mbuf*>(left, kBurst)))) {
+    counters_.shape_flushed.add(n);
+    transmit_by_port(left, n);
   }
 }
 
