@@ -420,6 +420,20 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
     EXPECT_GT(held[i], 100u) << specs[i].rule;
     EXPECT_GT(late[i], 100u) << specs[i].rule;
   }
+  // The summary: per rule, the packets held and late, and the longest delay.
+  const std::string json = slurp(dir_ / "out.json");
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    std::uint64_t longest = 0;
+    for (const Released& r : released)
+      if (sorted_flow[r.index] == i) longest = std::max(longest, r.release - sorted[r.index].time_ns);
+    const std::size_t from = json.find("\"name\": \"" + specs[i].rule + "\"");
+    ASSERT_NE(from, std::string::npos) << specs[i].rule;
+    const std::string rule_json = json.substr(from, json.find("\"name\": ", from + 1) - from);
+    EXPECT_NE(rule_json.find("\"held_packets\": " + std::to_string(held[i]) + ","), std::string::npos) << rule_json;
+    EXPECT_NE(rule_json.find("\"late_packets\": " + std::to_string(late[i]) + ","), std::string::npos) << rule_json;
+    EXPECT_NE(rule_json.find("\"max\": " + std::to_string(longest)), std::string::npos) << rule_json;
+    EXPECT_NE(rule_json.find("\"max_delay_ns\": " + std::to_string(specs[i].max_delay_ns) + ","), std::string::npos) << rule_json;
+  }
 
   // The output: the released packets in release order (ties in arrival order), each at its release time.
   std::stable_sort(released.begin(), released.end(), [](const Released& x, const Released& y) { return x.release < y.release; });
