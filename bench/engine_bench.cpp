@@ -135,6 +135,29 @@ void BM_engine_aggregate(benchmark::State& state) {
   run_engine(state, **engine, static_cast<std::uint32_t>(state.range(0)));
 }
 
+// Shaping (issue 27): BM_engine_per_key's rule, or BM_engine_aggregate's (keys 0), with `red shape
+// max-delay 1ms`. Second argument 0: its rates (a key's packets all conform when they come: the
+// decision is conforming_at's, then the check); 1: 64 kB/s per key (nearly every packet would wait
+// longer than 1 ms: late). The aggregate at its rates is late for nearly every packet too. Beside
+// BM_engine_per_key/<keys> and BM_engine_aggregate, the same rule policing.
+void BM_engine_shaping(benchmark::State& state) {
+  const auto keys = static_cast<std::uint32_t>(state.range(0));
+  Policy p = policy(std::max<std::uint32_t>(keys, 1024));
+  if (keys == 0) p.rules[0].per_key = PerKey{};
+  p.rules[0].on_color[2] = Action{true, std::nullopt, std::nullopt, 1'000'000};
+  if (state.range(1) == 1) {
+    policer::Params& slow = p.profiles[0].params;
+    slow.cir = 64'000, slow.cbs = 128, slow.pir = 128'000, slow.pbs = 256;
+  }
+  auto engine = Engine::create(p, *policer::TickRate::make(rte_get_tsc_hz()));
+  if (!engine) return state.SkipWithError(("could not make the engine: " + engine.error().message).c_str());
+  run_engine(state, **engine, std::max<std::uint32_t>(keys, 1));
+  const RuleCounters c = (*engine)->counters(0);
+  const double total = static_cast<double>(c.packets[0] + c.packets[1] + c.packets[2]);
+  state.counters["held"] = static_cast<double>(c.shaped_packets) / total;
+  state.counters["late"] = static_cast<double>(c.packets[2]) / total;
+}
+
 void BM_engine_per_key_daemon_index(benchmark::State& state) {
   auto engine = make_engine(PerKey{}.capacity);
   if (engine == nullptr) return state.SkipWithError("could not make the engine");
@@ -287,6 +310,7 @@ void BM_policy_update(benchmark::State& state) {
 
 BENCHMARK(BM_engine_per_key)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_aggregate)->Arg(4096)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_engine_shaping)->ArgsProduct({{0, 4096, 1 << 20}, {0, 1}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_per_key_daemon_index)->Arg(4096)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_acl_rules)->ArgsProduct({{0, 1, 2}, {0, 1}, {4096, 1 << 20}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_bare_meter)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);

@@ -6,6 +6,7 @@
 // The window's counters live off the meter's cache line, allocated off the fast path: when the meter
 // is made for a sliding window, or by prepare() on the control thread before a change to one reaches
 // a worker. A worker never allocates: change() and restart() only use counters already there.
+#include <algorithm>
 #include <cassert>
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,7 @@
 
 #include "policer/limiters.hpp"
 #include "policer/meter.hpp"
+#include "policer/shaping.hpp"
 
 namespace tricolor::policer {
 
@@ -81,6 +83,32 @@ class AggregateMeter {
         colors[i] = in.empty() ? Algo::decide_blind(s, p, cost) : Algo::decide_aware(s, p, cost, in[i]);
       }
     });
+  }
+
+  // Shaping (policer/shaping.hpp): each packet, with its own tick, green with the ticks it waits in
+  // `delays`, or red (later than `max_delay`: dropped, nothing taken). The rule's profile shapes
+  // (can_shape, checked when the rule is compiled); any other colors as color_each() does, delays 0.
+  void shape_each(std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
+                  std::uint64_t max_delay, std::span<std::uint32_t> delays, std::span<Color> colors) noexcept {
+    const Profile& p = meter_.profile();
+    if (!in_window_) {
+      const bool shaped = with_algorithm(p.algorithm(), [&](auto algo) {
+        using Algo = decltype(algo);
+        if constexpr (kShapes<Algo>) {
+          State& s = meter_.state();
+          for (std::size_t i = 0; i < lengths.size(); ++i) {
+            const auto wait = shape<Algo>(s, p, times[i], lengths[i], max_delay);
+            colors[i] = wait ? Color::green : Color::red;
+            delays[i] = static_cast<std::uint32_t>(wait.value_or(0));
+          }
+          return true;
+        }
+        return false;
+      });
+      if (shaped) return;
+    }
+    std::fill_n(delays.begin(), lengths.size(), 0u);
+    color_each(times, lengths, {}, colors);
   }
 
   Color check_blind(std::uint64_t now, std::uint32_t length) noexcept {

@@ -16,6 +16,7 @@
 // packets arriving before t get no credit for the time before it and queue behind it (release ticks
 // never go back: a shaper's queue is first in, first out).
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <optional>
 #include <type_traits>
@@ -36,7 +37,13 @@ inline std::optional<std::uint64_t> ticks_until(std::uint64_t level, std::uint64
 }
 }  // namespace detail
 
-// The algorithms conforming_at() answers for.
+// The algorithms conforming_at() answers for, as a type (a burst's loop dispatches on the algorithm
+// once, generically) and at run time.
+template <class Algo>
+inline constexpr bool kShapes = std::is_same_v<Algo, OneRateTwoColor> || std::is_same_v<Algo, SrTcm> ||
+                                std::is_same_v<Algo, TrTcm> || std::is_same_v<Algo, TrTcm4115> ||
+                                std::is_same_v<Algo, Gcra> || std::is_same_v<Algo, Smooth>;
+
 inline bool can_shape(Algorithm a) noexcept {
   switch (a) {
     case Algorithm::one_rate_two_color:
@@ -96,6 +103,21 @@ inline std::optional<std::uint64_t> conforming_at(const State& s, const Profile&
     case Algorithm::smooth: return conforming_at<Smooth>(s, p, now, length);
     default: return std::nullopt;
   }
+}
+
+// A shaper's decision on one packet arriving at `now`: the ticks it waits before it leaves (0: it
+// conforms now), the meter having checked it at that tick (it takes its tokens then, and the packets
+// after it queue behind it); none when that tick is more than `max_delay` ticks away: the packet is
+// dropped and the state is left as it was (a late packet takes nothing). Only for kShapes<Algo>.
+template <class Algo>
+std::optional<std::uint64_t> shape(State& s, const Profile& p, std::uint64_t now, std::uint32_t length,
+                                   std::uint64_t max_delay) noexcept {
+  static_assert(kShapes<Algo>, "shape: this algorithm has no conforming tick (can_shape)");
+  const auto at = conforming_at<Algo>(s, p, now, length);  // at >= now
+  if (!at || *at - now > max_delay) return std::nullopt;
+  [[maybe_unused]] const Color color = check_blind<Algo>(s, p, *at, length);
+  assert(color == Color::green);  // conforming_at's promise
+  return *at - now;
 }
 
 }  // namespace tricolor::policer

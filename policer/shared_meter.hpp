@@ -114,6 +114,17 @@ class alignas(64) SharedMeter {
     });
   }
 
+  // Shaping's form of check_burst_after (AggregateMeter::shape_each): still one critical section.
+  template <class CatchUp>
+  void shape_burst_after(CatchUp&& catch_up, std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
+                         std::uint64_t max_delay, std::span<std::uint32_t> delays, std::span<Color> colors) noexcept {
+    assert(times.size() >= lengths.size() && colors.size() >= lengths.size() && delays.size() >= lengths.size());
+    exclusive([&](AggregateMeter& m) {
+      catch_up(m, generation_);
+      m.shape_each(times, lengths, max_delay, delays, colors);
+    });
+  }
+
   // Before a rule set that changes this meter to `to` is published (control thread): allocates what
   // `to`'s state needs that the meter lacks, so that the workers' catch-up never allocates.
   void prepare(const Profile& to) {

@@ -51,6 +51,9 @@ from memory import HUGE_DIR, Memory, mbufs_for, memory_mb_for  # noqa: E402
 FRAMES = ["64", "imix"]
 FLOWS = [1, 4096, 65536, 1048576]
 PROGRAMS = ["testpmd", "qos_meter", "tricolord-aggregate", "tricolord-5tuple", "tricolord-5tuple-steered"]
+# Not run unless named in --programs: the same rules shaping instead of dropping (issue 27), each beside
+# its policing form (shaped-*.policy).
+SHAPED = {"tricolord-aggregate-shaped": "shaped-aggregate.policy", "tricolord-5tuple-shaped": "shaped-per-5-tuple.policy"}
 
 # --baseline-tricolord's runs: the same programs under this prefix.
 BASELINE = "baseline-"
@@ -116,7 +119,8 @@ class Bench:
         if program == "qos_meter":
             return [args.qos_meter, *eal, "--", "-p", "3", "-n", str(mbufs), "-T", str(own_limit)], \
                 QosMeterParser(), own_limit
-        policy = policy or os.path.join(HERE, "aggregate.policy" if program == "tricolord-aggregate" else "per-5-tuple.policy")
+        policy = policy or os.path.join(HERE, SHAPED.get(program) or
+                                        ("aggregate.policy" if program == "tricolord-aggregate" else "per-5-tuple.policy"))
         return [binary, *eal, "--", "--policy", policy, "--json", "--stats-interval", "1",
                 "--duration", str(own_limit), "--mbufs", str(mbufs), *(["--placement=steered"] if steered else []),
                 *extra], \
@@ -318,7 +322,8 @@ def median(values):
 def table(runs, programs, frames_list, flows_list, metric="mpps", workers_list=(1,)):
     heads = {"testpmd": "testpmd io", "qos_meter": "qos_meter (256 meters)",
              "tricolord-aggregate": "tricolord aggregate", "tricolord-5tuple": "tricolord per-5-tuple",
-             "tricolord-5tuple-steered": "tricolord per-5-tuple, queues steered"}
+             "tricolord-5tuple-steered": "tricolord per-5-tuple, queues steered",
+             "tricolord-aggregate-shaped": "tricolord aggregate shaping", "tricolord-5tuple-shaped": "tricolord per-5-tuple shaping"}
     heads.update({BASELINE + p: "baseline " + h for p, h in heads.items()})
     many = len(workers_list) > 1 or workers_list[0] != 1
     out = ["| frames | flows | " + ("workers | " if many else "") + " | ".join(heads[p] + " Mpps" for p in programs) + " |",
@@ -429,12 +434,13 @@ def parse_args():
         if frames not in FRAMES:
             parser.error(f"--frames: {frames!r} is not one of {FRAMES}")
     for program in args.programs_list:
-        if program.removeprefix(BASELINE) not in PROGRAMS:
-            parser.error(f"--programs: {program!r} is not one of {PROGRAMS}")
+        if program.removeprefix(BASELINE) not in PROGRAMS + list(SHAPED):
+            parser.error(f"--programs: {program!r} is not one of {PROGRAMS + list(SHAPED)}")
     binaries = {"testpmd": args.testpmd, "qos_meter": args.qos_meter,
                 "tricolord-aggregate": args.tricolord, "tricolord-5tuple": args.tricolord,
                 "tricolord-5tuple-steered": args.tricolord}
-    binaries.update({BASELINE + p: args.baseline_tricolord for p in PROGRAMS if p.startswith("tricolord-")})
+    binaries.update({p: args.tricolord for p in SHAPED})
+    binaries.update({BASELINE + p: args.baseline_tricolord for p in PROGRAMS + list(SHAPED) if p.startswith("tricolord-")})
     for program in args.programs_list:
         if not os.access(binaries[program], os.X_OK):
             parser.error(f"{program}: no program at {binaries[program]} (build it, or --programs without it)")

@@ -422,6 +422,7 @@ Expected<std::string> rule_command(Store& store, Cursor& c, Output output) {
 Expected<std::string> default_command(Store& store, Cursor& c) {
   const auto action = parse_action(c);
   if (!action) return action.error();
+  if (action->shape_max_delay_ns) return at("shape", "the default action cannot shape: only a rule's red packets are shaped");
   if (auto error = c.expect_end()) return *error;
   store.set_default_action(*action);
   return std::string();

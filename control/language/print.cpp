@@ -102,6 +102,7 @@ std::string format_protocol(std::uint8_t protocol) {
 }
 
 std::string format_action(const Action& action) {
+  if (action.shape_max_delay_ns) return "shape max-delay " + format_duration(*action.shape_max_delay_ns);
   if (action.drop) return "drop";
   if (!action.dscp && !action.pcp) return "forward";
   std::string text;

@@ -236,6 +236,8 @@ Expected<Rule> parse_rule_body(Cursor& c, const Store& store, std::string_view n
       color_seen[*color] = true;
       const auto action = parse_action(c);
       if (!action) return action.error();
+      if (action->shape_max_delay_ns && *color != static_cast<std::size_t>(Color::red))
+        return at(key, cat("only red packets are shaped: 'red shape max-delay D' (a ", key, " packet leaves now)"));
       rule.on_color[*color] = *action;
       continue;
     }
@@ -252,6 +254,7 @@ Expected<Rule> parse_rule_body(Cursor& c, const Store& store, std::string_view n
       if (first_pair.empty()) first_pair = key;
       const auto action = parse_action(c);
       if (!action) return action.error();
+      if (action->shape_max_delay_ns) return at(key, "a color pair cannot shape: a shaping rule is color-blind ('red shape max-delay D')");
       rule.on_pair[*in][*out] = *action;
       continue;
     }
@@ -266,6 +269,11 @@ Expected<Rule> parse_rule_body(Cursor& c, const Store& store, std::string_view n
   if (!seen[static_cast<std::size_t>(profile)]) return Error{"", "missing 'profile PROFILE'"};
   if (!per_clause.empty() && !seen[static_cast<std::size_t>(per)])
     return at(per_clause, cat(per_clause, " needs per-key meters: add 'per KEY' (src, dst, src+dport or 5-tuple)"));
+  if (rule.on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns) {
+    if (rule.input != InputColor::blind) return at("shape", "a shaping rule is color-blind: it cannot have 'input dscp' or 'input map'");
+    if (rule.parent) return at("shape", "a shaping rule cannot have a parent meter: the parent would color a packet again after its release");
+    if (rule.cluster) return at("shape", "a shaping rule cannot have a cluster meter: the cluster would color a packet again after its release");
+  }
   if (!first_pair.empty() && rule.input == InputColor::blind)
     return at(first_pair, "a color pair IN>OUT needs a color-aware input: 'input dscp' or 'input map ...'");
   return rule;
@@ -279,6 +287,18 @@ Expected<Action> parse_action(Cursor& c) {
   if (*word == "forward") {
   } else if (*word == "drop") {
     action.drop = true;
+  } else if (*word == "shape") {
+    // shape max-delay DURATION: held until the meter colors the packet green, dropped if later.
+    if (!c.accept("max-delay"))
+      return at(c.peek().empty() ? *word : c.peek(), cat("shape takes max-delay: ", kExpectShapeDelay));
+    const auto token = c.expect(kExpectShapeDelay);
+    if (!token) return token.error();
+    const auto ns = parse_duration(*token);
+    if (!ns) return ns.error();
+    if (*ns < kMinShapeDelayNs || *ns > dataplane::kMaxShapeDelayNs)
+      return at(*token, "max-delay must be from 1us to 1s");
+    action.drop = true;  // what a packet that would wait longer gets
+    action.shape_max_delay_ns = *ns;
   } else if (*word == "remark" || *word == "pcp") {
     // remark DSCP [pcp N] | pcp N [remark DSCP]: one or both parts, either first.
     bool remark = *word == "remark";
@@ -305,6 +325,7 @@ Expected<Action> parse_action(Cursor& c) {
   // remark and pcp cannot start anything else in a command: say why this one does not fit.
   const std::string_view stray = c.peek();
   if (stray == "remark" || stray == "pcp") {
+    if (action.shape_max_delay_ns) return at(stray, cat("shape cannot be combined with ", stray, ": a released packet takes the green action"));
     if (action.drop) return at(stray, cat("drop cannot be combined with ", stray));
     if (!action.dscp && !action.pcp)
       return at(stray, stray == "remark"

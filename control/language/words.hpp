@@ -90,7 +90,7 @@ bool for_each_item(std::string_view text, char separator, Visit visit) {
 // ---- vocabulary ----------------------------------------------------------------------------------
 
 // clang-format off
-inline constexpr std::array<std::string_view, 75> kKeywords{
+inline constexpr std::array<std::string_view, 77> kKeywords{
     "profile", "rule",   "add",   "change", "delete", "list",    "show",      "default",
     "first",   "last",   "before", "after", "port",   "vlan",    "src",       "dst",
     "proto",   "sport",  "dport", "dscp",   "input",  "length",  "blind",     "green",
@@ -102,6 +102,8 @@ inline constexpr std::array<std::string_view, 75> kKeywords{
     // the limiters (issue 13) and their parameters
     "fixed-window", "sliding-window", "gcra", "smooth", "warmup", "rate", "limit", "window",
     "buckets", "tolerance", "max-burst", "period", "cold-factor",
+    // shaping (issue 27)
+    "shape", "max-delay",
 };
 // clang-format on
 
@@ -295,6 +297,7 @@ inline constexpr std::array<Scale, 3> kCapacityScales{{{"m", 1u << 20}, {"k", 1u
 // clang-format on
 
 inline constexpr std::uint64_t kMinTimeoutNs = 1'000'000;               // 1ms
+inline constexpr std::uint64_t kMinShapeDelayNs = 1'000;                // 1us (at most kMaxShapeDelayNs, 1s)
 inline constexpr std::uint64_t kMaxTimeoutNs = 24 * 3'600'000'000'000;  // 24h
 inline constexpr std::uint64_t kMaxCapacity = 1u << 28;
 inline constexpr std::int32_t kMaxLengthAdjust = 100'000;
@@ -314,6 +317,7 @@ inline constexpr std::string_view kExpectLength =
     "a metered length l1, l2 or l3, optionally adjusted such as l2+4 or l3-20 (-100000..100000)";
 inline constexpr std::string_view kExpectPcp = "a PCP 0-7";
 inline constexpr std::string_view kExpectAction = "an action: forward, drop, remark DSCP or pcp N";
+inline constexpr std::string_view kExpectShapeDelay = "a maximum delay such as 5ms or 200us (1us to 1s)";
 inline constexpr std::string_view kExpectClause =
     "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, per, timeout, capacity, "
     "fallback, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "

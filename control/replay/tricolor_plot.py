@@ -3,7 +3,8 @@
 
 Per rule: the offered rate (every packet of the rule, a dashed line) and the green, yellow and red rates
 (the packets its meter gave that color, stacked in that order), in bit/s or packet/s, over intervals counted from the capture's first
-packet. Reads the CSV and nothing else. Exit status: 0 done; 1 the command line is wrong; 2 an input or
+packet. A shaping rule (red shape max-delay D) also gets its released rate (a solid line): the packets it
+forwarded, each counted when it left (its time plus its delay_ns). Reads the CSV and nothing else. Exit status: 0 done; 1 the command line is wrong; 2 an input or
 output that cannot be used (the message names it and why).
 """
 import argparse
@@ -46,8 +47,9 @@ def duration_ns(text):
 
 
 def packets(path, length):
-    """Each packet of the CSV as (rule, out_color, time_ns, bytes), read as it goes (a CSV can hold
-    millions: the caller passes over it twice rather than keep it); rule is '-' for the default action."""
+    """Each packet of the CSV as (rule, out_color, time_ns, bytes, delay_ns), read as it goes (a CSV can
+    hold millions: the caller passes over it twice rather than keep it); rule is '-' for the default
+    action; delay_ns is None but for a packet a shaping rule forwarded (CSVs before shaping have none)."""
     try:
         with open(path, newline="") as f:
             rows = csv.reader(f)
@@ -62,10 +64,13 @@ def packets(path, length):
                 raise Refused(f"{path!r} is not a tricolor-replay CSV: no {', '.join(missing)} column")
             rule, color, time = (header.index(name) for name in ("rule", "out_color", "time_ns"))
             size = header.index("metered_bytes" if length == "metered" else "frame_bytes")
+            delay = header.index("delay_ns") if "delay_ns" in header else None
             for line, row in enumerate(rows, 2):
                 try:
                     ruled = row[rule] != "-"  # the default action's packets have no metered length
-                    yield row[rule], row[color], int(row[time]), int(row[size]) if ruled or length == "frame" else 0
+                    held = None if delay is None or row[delay] == "-" else int(row[delay])
+                    yield (row[rule], row[color], int(row[time]), int(row[size]) if ruled or length == "frame" else 0,
+                           held)
                 except (IndexError, ValueError):
                     raise Refused(f"{path!r} line {line}: malformed ({','.join(row)!r})") from None
     except OSError as e:
@@ -73,17 +78,21 @@ def packets(path, length):
 
 
 def survey(path, length):
-    """The first pass: the earliest and latest times, and the rules in the order they first come."""
+    """The first pass: the earliest and latest times (a release included), the rules in the order they
+    first come, and those that shaped."""
     earliest = latest = None
     rules = {}
-    for rule, _, time, _ in packets(path, length):
+    shaping = set()
+    for rule, _, time, _, delay in packets(path, length):
         earliest = time if earliest is None else min(earliest, time)
-        latest = time if latest is None else max(latest, time)
+        latest = max(time, time + (delay or 0)) if latest is None else max(latest, time + (delay or 0))
         if rule != "-":
             rules[rule] = None
+            if delay is not None:
+                shaping.add(rule)
     if earliest is None:
         raise Refused(f"{path!r} holds no packets")
-    return earliest, latest, list(rules)
+    return earliest, latest, list(rules), shaping
 
 
 def default_interval_ns(span_ns):
@@ -97,13 +106,18 @@ def default_interval_ns(span_ns):
     return best
 
 
-def binned(path, length, earliest, latest, rules, interval, unit):
+def series_names(shaping):
+    return ("offered",) + COLORS + (("released",) if shaping else ())
+
+
+def binned(path, length, earliest, latest, rules, interval, unit, shaping):
     """The second pass: {rule: {series: [rate per interval]}} and the intervals' first index. A rate is
-    what arrived in an interval over its length (int / int: correctly rounded)."""
+    what arrived (or, for `released`, left) in an interval over its length (int / int: correctly
+    rounded). `released` only when some rule shaped."""
     first, last = earliest // interval, latest // interval
     count = last - first + 1
-    amounts = {r: {s: [0] * count for s in ("offered",) + COLORS} for r in rules}
-    for rule, color, time, size in packets(path, length):
+    amounts = {r: {s: [0] * count for s in series_names(shaping)} for r in rules}
+    for rule, color, time, size, delay in packets(path, length):
         if rule not in amounts:
             continue
         amount = 1 if unit == "packets" else size * 8
@@ -111,21 +125,24 @@ def binned(path, length, earliest, latest, rules, interval, unit):
         amounts[rule]["offered"][slot] += amount
         if color in COLORS:  # '-': a packet that found a full key table and was not metered
             amounts[rule][color][slot] += amount
+        if delay is not None:
+            amounts[rule]["released"][(time + delay) // interval - first] += amount
     rates = {r: {s: [a * 10**9 / interval for a in v] for s, v in series.items()} for r, series in amounts.items()}
     return rates, first
 
 
-def print_table(rates, first, interval, unit):
+def print_table(rates, first, interval, unit, shaping):
     suffix = "_bit_s" if unit == "bits" else "_packet_s"
+    names = series_names(shaping)
     out = csv.writer(sys.stdout, lineterminator="\n")
-    out.writerow(["rule", "start_ns", "end_ns"] + [s + suffix for s in ("offered",) + COLORS])
+    out.writerow(["rule", "start_ns", "end_ns"] + [s + suffix for s in names])
     for rule, series in rates.items():
         for i in range(len(series["offered"])):
             start = (first + i) * interval
-            out.writerow([rule, start, start + interval] + [repr(series[s][i]) for s in ("offered",) + COLORS])
+            out.writerow([rule, start, start + interval] + [repr(series[s][i]) for s in names])
 
 
-def draw(rates, first, interval, unit, columns, title, labels, output):
+def draw(rates, first, interval, unit, columns, title, labels, output, shaping):
     try:
         import matplotlib
     except ImportError:
@@ -150,6 +167,8 @@ def draw(rates, first, interval, unit, columns, title, labels, output):
             bottom = top
         ax.stairs(series["offered"], edges, baseline=None, color="black", linestyle="--", linewidth=1.2,
                   label="offered")
+        if rule in shaping:  # what left, when it left: never above the rate
+            ax.stairs(series["released"], edges, baseline=None, color="#1f4e9c", linewidth=1.6, label="released")
         ax.set_title(labels.get(rule, rule), fontsize=10)
         ax.yaxis.set_major_formatter(EngFormatter(unit="bit/s" if unit == "bits" else "pkt/s"))
         ax.set_ylim(0, max(max(series["offered"]), 1) * 1.3)  # headroom for the legend
@@ -160,7 +179,7 @@ def draw(rates, first, interval, unit, columns, title, labels, output):
         lowest = max(r for r in range(rows) if r * columns + column < len(rates))
         axes[lowest, column].xaxis.set_tick_params(labelbottom=True)
         axes[lowest, column].set_xlabel("time since the first packet (s)")
-    axes.flat[0].legend(fontsize=8, loc="upper center", ncol=4, frameon=False)
+    axes.flat[0].legend(fontsize=8, loc="upper center", ncol=5, frameon=False)
     interval_text = f"{interval / 1e6:g} ms" if interval >= 10**5 else f"{interval / 1e3:g} us"
     fig.suptitle(f"{title + ': ' if title else ''}rates per {interval_text}", fontsize=11)
     try:
@@ -196,7 +215,7 @@ def main():
         parser.error("--label: expected RULE=TEXT")
     labels = dict(label.split("=", 1) for label in args.label)
 
-    earliest, latest, present = survey(args.csv, args.length)
+    earliest, latest, present, shaping = survey(args.csv, args.length)
     if not present:
         raise Refused(f"{args.csv!r}: no packet matched a rule (only the default action's)")
     rules = list(dict.fromkeys(args.rule)) if args.rule else present
@@ -208,12 +227,12 @@ def main():
     interval = args.interval or default_interval_ns(span)
     if span // interval + 1 > MAX_INTERVALS:
         parser.error(f"--interval {interval} ns cuts the capture's {span} ns into more than {MAX_INTERVALS} intervals")
-    rates, first = binned(args.csv, args.length, earliest, latest, rules, interval, args.unit)
+    rates, first = binned(args.csv, args.length, earliest, latest, rules, interval, args.unit, shaping)
     if args.table:
-        print_table(rates, first, interval, args.unit)
+        print_table(rates, first, interval, args.unit, shaping)
     if args.output:
         draw(rates, first, interval, args.unit, min(args.columns, len(rules)), args.title, labels,
-             args.output)
+             args.output, shaping)
 
 
 if __name__ == "__main__":

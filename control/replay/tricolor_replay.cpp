@@ -325,7 +325,7 @@ int run_program(Options& o) {
   if (!o.json_path.empty()) {
     std::ofstream json(o.json_path);
     if (!json) fail("cannot write " + path_text(o.json_path) + ": " + std::strerror(errno));
-    write_summary_json(**engine, SummaryOptions{index, truncated, top_keys, o.all_keys}, json);
+    write_summary_json(**engine, SummaryOptions{index, truncated, top_keys, o.all_keys, &run.shaped_delays}, json);
     errno = 0;
     json.close();
     if (!json) fail("cannot write " + path_text(o.json_path) + ": " + std::strerror(errno != 0 ? errno : EIO));

@@ -92,6 +92,10 @@ void rules(Exposition& e, const DaemonSnapshot& s) {
            "Keys of a per-key rule that came back after their timeout: new meters, full buckets.");
   for (const RuleSnapshot& r : s.rules)
     if (r.keyed) e.sample({{"rule", r.name}}, r.counters.keys_renewed);
+  e.family("tricolor_rule_shaped_packets_total", "counter",
+           "Packets a shaping rule (red shape max-delay D) held to leave later; its late ones are its red packets.");
+  for (const RuleSnapshot& r : s.rules)
+    if (r.shaping) e.sample({{"rule", r.name}}, r.counters.shaped_packets);
   e.family("tricolor_rule_table_full_packets_total", "counter",
            "Packets of new keys of a per-key rule that found its table full (metered by the rule's overflow meter).");
   for (const RuleSnapshot& r : s.rules)

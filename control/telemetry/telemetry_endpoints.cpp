@@ -176,6 +176,7 @@ Dict rule_dict(const dataplane::RuleSnapshot& rule) {
   add_colors(dict, rule.counters.packets, &rule.counters.bytes);
   dict.add("dropped_packets", rule.counters.dropped_packets);
   dict.add("dropped_bytes", rule.counters.dropped_bytes);
+  if (rule.shaping) dict.add("shaped_packets", rule.counters.shaped_packets);
   if (rule.keyed) {
     dict.add("live_keys", rule.live_keys);
     dict.add("keys_created", rule.counters.keys_created);

@@ -53,6 +53,7 @@ DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* co
     RuleSnapshot rule;
     rule.name = policy.rules[r].name;
     rule.keyed = policy.rules[r].per_key.kind != KeyKind::none;
+    rule.shaping = policy.rules[r].on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns.has_value();
     rule.placement = engine.placement(r);
     rule.counters = engine.counters(r);
     if (rule.keyed) {
@@ -118,12 +119,13 @@ bool covers(const std::array<std::uint64_t, N>& a, const std::array<std::uint64_
 
 RuleCounters rule_since(const RuleCounters& now, const RuleCounters& base) {
   if (!covers(now.packets, base.packets) || !covers(now.bytes, base.bytes) || now.dropped_packets < base.dropped_packets ||
-      now.keys_created < base.keys_created || now.table_full < base.table_full)
+      now.keys_created < base.keys_created || now.table_full < base.table_full || now.shaped_packets < base.shaped_packets)
     return now;
   RuleCounters c = now;
   for (std::size_t k = 0; k < 3; ++k) c.packets[k] -= base.packets[k], c.bytes[k] -= base.bytes[k];
   c.dropped_packets -= base.dropped_packets, c.dropped_bytes -= base.dropped_bytes;
   c.keys_created -= base.keys_created, c.keys_renewed -= base.keys_renewed, c.table_full -= base.table_full;
+  c.shaped_packets -= base.shaped_packets;
   // first/last tick stay: when the rule first and last metered, not since the reset
   return c;
 }
@@ -238,6 +240,7 @@ void print_totals(const DaemonSnapshot& s, std::ostream& out, unsigned sections)
     } else {
       out << "; nothing metered";
     }
+    if (rule.shaping) out << "; shaping: " << c.shaped_packets << " held, " << c.packets[2] << " late (dropped)";
     if (rule.keyed)
       out << "; keys " << rule.live_keys << " live, " << c.keys_created << " created, " << c.keys_renewed << " renewed, "
           << c.table_full << " packets found the table full, " << rule.keys_starved << " starved";
@@ -336,6 +339,7 @@ nlohmann::json to_json(const DaemonSnapshot& s) {
     r["first_tick"] = c.metered ? json(c.first_tick) : json(nullptr);
     r["last_tick"] = c.metered ? json(c.last_tick) : json(nullptr);
     r["placement"] = placement_name(rule.placement);
+    if (rule.shaping) r["shaped_packets"] = c.shaped_packets;  // held to leave later; the late ones are red
     if (rule.keyed)
       r["keys"] = {{"live", rule.live_keys},     {"created", c.keys_created}, {"renewed", c.keys_renewed},
                    {"table_full", c.table_full}, {"starved", rule.keys_starved}, {"capacity_per_worker", rule.worker_capacity}};

@@ -36,6 +36,7 @@ struct RuleOnWorker {
 struct RuleSnapshot {
   std::string name;
   bool keyed = false;
+  bool shaping = false;  // red shape max-delay D: counters.shaped_packets says how many it held
   Placement placement = Placement::shared;
   std::uint32_t worker_capacity = 0;  // per-key rules: each worker's share of the capacity
   RuleCounters counters;              // summed over the workers

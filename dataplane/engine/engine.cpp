@@ -1,5 +1,7 @@
 #include "dataplane/engine/engine.hpp"
 
+#include "policer/shaping.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <new>
@@ -77,6 +79,32 @@ namespace {
 
 std::uint64_t ticks(std::uint64_t ns, policer::TickRate rate) {
   return static_cast<std::uint64_t>(static_cast<unsigned __int128>(ns) * rate.hz() / 1'000'000'000u);  // cold path
+}
+
+// A shaping rule (Action::shape_max_delay_ns on red) holds a packet until its meter colors it green:
+// a meter that has such a tick (policer/shaping.hpp), color-blind, alone (a parent or a cluster
+// would color it again after its release), with a delay that fits a Verdict's 32 bits of ticks.
+Expected<bool> check_shaping(const Rule& rule, const policer::Params& params, policer::TickRate rate) {
+  for (std::size_t color = 0; color < 2; ++color) {
+    if (rule.on_color[color].shape_max_delay_ns)
+      return Error{rule.name, "rule " + rule.name + ": only red packets can be shaped"};
+  }
+  for (const auto& row : rule.on_pair)
+    for (const auto& action : row)
+      if (action && action->shape_max_delay_ns)
+        return Error{rule.name, "rule " + rule.name + ": a color pair cannot shape: a shaping rule is color-blind"};
+  const auto& delay = rule.on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns;
+  if (!delay) return true;
+  const auto fail = [&](const std::string& why) { return Error{rule.name, "rule " + rule.name + ": shaping: " + why}; };
+  if (!policer::can_shape(params.algorithm))
+    return fail("profile " + rule.profile + " is " + std::string(policer::to_string(params.algorithm)) +
+                ", which has no tick at which a packet conforms; shape with 1r2c, srtcm, trtcm, trtcm4115, gcra or smooth");
+  if (rule.input != InputColor::blind) return fail("a shaping rule is color-blind (input blind)");
+  if (rule.parent) return fail("a shaping rule cannot have a parent meter");
+  if (rule.cluster) return fail("a shaping rule cannot have a cluster meter");
+  if (*delay == 0 || *delay > kMaxShapeDelayNs) return fail("max-delay must be from 1ns to 1s");
+  if (ticks(*delay, rate) > UINT32_MAX) return fail("max-delay is more than 2^32 ticks of this clock");
+  return true;
 }
 
 bool same_tables(const PerKey& a, const PerKey& b) {
@@ -252,6 +280,7 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
       if (map && !color_maps.contains(*map))
         return Error{*map, "rule " + rule.name + ": no such color map " + quote(*map)};
     }
+    if (auto shaped = check_shaping(rule, profile_defs.at(rule.profile)->params, tick_rate_); !shaped) return shaped.error();
   }
 
   auto set = std::make_unique<RuleSet>();
@@ -370,6 +399,8 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
     CompiledRule& c = set->rules[i];
     c.slot = slot.id;
     c.input = rule.input;
+    if (const auto& delay = rule.on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns)
+      c.shape_max_delay = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, ticks(*delay, tick_rate_)));
     c.length = rule.length;
     for (std::size_t in = 0; in < 3; ++in)
       for (std::size_t out = 0; out < 3; ++out)

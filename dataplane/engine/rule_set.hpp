@@ -62,6 +62,8 @@ struct RuleCounters {
   std::uint64_t keys_created = 0;
   std::uint64_t keys_renewed = 0;
   std::uint64_t table_full = 0;
+  // Shaping rules: packets held to leave later (counted green too); their late ones are the red drops.
+  std::uint64_t shaped_packets = 0;
   // The first and last tick at which the rule metered a packet (earliest and latest over the workers,
   // each in its own clock); both 0 while `metered` is false.
   bool metered = false;
@@ -85,6 +87,7 @@ struct alignas(64) WorkerRuleCounters {
   std::array<OwnedCounter, 3> bytes;
   OwnedCounter dropped_packets, dropped_bytes, keys_created, keys_renewed, table_full;
   OwnedCounter metered, first_tick, last_tick;  // metered: 1 once first_tick holds a tick
+  OwnedCounter shaped_packets;
 
   // A burst metered packets of the rule from tick `first` to tick `last`.
   void note_metered(std::uint64_t first, std::uint64_t last) noexcept {
@@ -105,6 +108,7 @@ struct alignas(64) WorkerRuleCounters {
     sum.keys_created += keys_created.get();
     sum.keys_renewed += keys_renewed.get();
     sum.table_full += table_full.get();
+    sum.shaped_packets += shaped_packets.get();
   }
 };
 static_assert(sizeof(WorkerRuleCounters) == 128);
@@ -205,6 +209,8 @@ struct CompiledRule {
   InputColor input = InputColor::blind;
   MeteredLength length;
   std::array<std::array<Action, 3>, 3> action{};  // [input][output]
+  // Shaping rules (red shape max-delay D): D in ticks, at least 1; 0: the rule polices.
+  std::uint32_t shape_max_delay = 0;
   // Input colors (InputColor::mapped): the maps copied here.
   bool has_pcp_map = false, has_dscp_map = false;
   std::array<Color, 8> pcp_map{};

@@ -91,10 +91,20 @@ void Worker::check_shared(policer::SharedMeter& meter, const policer::Profile& p
   else meter.check_burst_after(catch_up, times, lengths, in, out);
 }
 
+void Worker::shape_shared(policer::SharedMeter& meter, const CompiledRule& rule, std::span<const std::uint64_t> times,
+                          std::span<const std::uint32_t> lengths, std::span<std::uint32_t> delays,
+                          std::span<Color> out) noexcept {
+  const auto catch_up = [&](policer::AggregateMeter& m, std::uint64_t& applied) {
+    catch_up_shared(m, applied, rule.history, rule.profile_generation, *rule.profile, seen_, first_tick_);
+  };
+  meter.shape_burst_after(catch_up, times, lengths, rule.shape_max_delay, delays, out);
+}
+
 void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
                          std::span<const MeterKey> keys, std::span<const PacketView> burst,
                          std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
-                         std::span<const Color> in, std::span<Color> out, std::span<Verdict> verdicts) noexcept {
+                         std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
+                         std::span<Verdict> verdicts) noexcept {
   const CompiledRule& rule = set.rules[r];
   const WorkerRule& mine = set.worker_rule(r, id_);
   KeyedMeters& table = *mine.keys;
@@ -137,6 +147,7 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
     if (!catch_up_key(state, *rule.history, *ticks, profile))
       state = policer::full_state(profile, std::max(state.last, now));  // missed a forgotten change
   };
+  const std::uint64_t max_delay = rule.shape_max_delay;
   policer::with_algorithm(profile.algorithm(), [&](auto algo) {
     using Algo = decltype(algo);
     for (std::size_t k = 0; k < n; ++k) {
@@ -145,8 +156,19 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
       KeyedMeters::begin_write(*e);
       if (e->state.last < changed_at) [[unlikely]]
         catch_up(e->state, times[k]);
-      const Color color = blind ? policer::check_blind<Algo>(e->state, profile, times[k], lengths[k])
-                                : policer::check_aware<Algo>(e->state, profile, times[k], lengths[k], in[k]);
+      Color color = Color::green;
+      bool shaped = false;
+      if constexpr (policer::kShapes<Algo>) {
+        if (max_delay != 0) [[unlikely]] {  // a shaping rule: green now or later, or late (red)
+          const auto wait = policer::shape<Algo>(e->state, profile, times[k], lengths[k], max_delay);
+          color = wait ? Color::green : Color::red;
+          delays[k] = static_cast<std::uint32_t>(wait.value_or(0));
+          shaped = true;
+        }
+      }
+      if (!shaped)
+        color = blind ? policer::check_blind<Algo>(e->state, profile, times[k], lengths[k])
+                      : policer::check_aware<Algo>(e->state, profile, times[k], lengths[k], in[k]);
       const auto c = static_cast<std::size_t>(color);
       ++e->counters.packets[c];
       e->counters.bytes[c] += l2_bytes(burst[packets[k]]);
@@ -173,9 +195,16 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
   if (fallbacks == 0) return;
   counters.table_full.add(fallbacks);
   if (rule.per_key.fallback == KeyFallback::aggregate) {
-    check_shared(*mine.aggregate, profile, rule.profile_generation, rule.history, {fb_times, fallbacks},
-                 {fb_lengths, fallbacks}, blind ? std::span<const Color>() : std::span<const Color>(fb_in, fallbacks),
-                 {fb_out, fallbacks});
+    if (max_delay != 0) {
+      std::uint32_t fb_delays[kMaxBurst];
+      shape_shared(*mine.aggregate, rule, {fb_times, fallbacks}, {fb_lengths, fallbacks}, {fb_delays, fallbacks},
+                   {fb_out, fallbacks});
+      for (std::size_t j = 0; j < fallbacks; ++j) delays[fb_slot[j]] = fb_delays[j];
+    } else {
+      check_shared(*mine.aggregate, profile, rule.profile_generation, rule.history, {fb_times, fallbacks},
+                   {fb_lengths, fallbacks}, blind ? std::span<const Color>() : std::span<const Color>(fb_in, fallbacks),
+                   {fb_out, fallbacks});
+    }
     for (std::size_t j = 0; j < fallbacks; ++j) out[fb_slot[j]] = fb_out[j];
   }
 }
@@ -288,11 +317,18 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       lengths[k] = metered_length(burst[i], parsed[i], cr.length);
       in[k] = blind ? Color::green : input_color(cr, parsed[i]);
     }
+    // A shaping rule's packets: green with the ticks each waits, or late (red). Written only for them.
+    std::uint32_t delays[kMaxBurst];
+    const bool shaping = cr.shape_max_delay != 0;
     if (cr.per_key.kind == KeyKind::none) {
-      check_shared(*mine.aggregate, *cr.profile, cr.profile_generation, cr.history, {times, count}, {lengths, count},
-                   blind ? std::span<const Color>() : std::span<const Color>(in, count), {out, count});
+      if (shaping) [[unlikely]]
+        shape_shared(*mine.aggregate, cr, {times, count}, {lengths, count}, {delays, count}, {out, count});
+      else
+        check_shared(*mine.aggregate, *cr.profile, cr.profile_generation, cr.history, {times, count}, {lengths, count},
+                     blind ? std::span<const Color>() : std::span<const Color>(in, count), {out, count});
     } else {
-      meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), {times, count}, {lengths, count}, {in, count}, {out, count}, verdicts);
+      meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), {times, count}, {lengths, count},
+                  {in, count}, {out, count}, {delays, shaping ? count : 0}, verdicts);
     }
 
     // Hierarchy: the packets the child did not mark red go on to the parent, color-aware with the
@@ -340,7 +376,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     // The rule's counters summed here and added once per burst: an atomic word each (readers on other
     // threads), which the compiler may not merge across packets.
     WorkerRuleCounters& counters = *mine.counters;
-    std::uint64_t packets[3] = {}, bytes_by_color[3] = {}, dropped = 0, dropped_bytes = 0;
+    std::uint64_t packets[3] = {}, bytes_by_color[3] = {}, dropped = 0, dropped_bytes = 0, held = 0;
     std::uint64_t first_metered = UINT64_MAX, last_metered = 0;
     for (std::size_t k = 0; k < count; ++k) {
       const std::size_t i = group[k];
@@ -370,6 +406,9 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       if (v.drop) {
         ++dropped;
         dropped_bytes += bytes;
+      } else if (shaping && delays[k] != 0) [[unlikely]] {
+        v.delay = delays[k];
+        ++held;
       }
     }
     for (std::size_t c = 0; c < 3; ++c) {
@@ -381,6 +420,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       counters.dropped_packets.add(dropped);
       counters.dropped_bytes.add(dropped_bytes);
     }
+    if (held != 0) counters.shaped_packets.add(held);
     if (first_metered != UINT64_MAX) counters.note_metered(first_metered, last_metered);
     start = end;
   }

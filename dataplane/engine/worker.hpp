@@ -105,7 +105,10 @@ class Worker {
   void meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
                    std::span<const MeterKey> keys, std::span<const PacketView> burst,
                    std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
-                   std::span<const Color> in, std::span<Color> out, std::span<Verdict> verdicts) noexcept;
+                   std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
+                   std::span<Verdict> verdicts) noexcept;
+  void shape_shared(policer::SharedMeter& meter, const CompiledRule& rule, std::span<const std::uint64_t> times,
+                    std::span<const std::uint32_t> lengths, std::span<std::uint32_t> delays, std::span<Color> out) noexcept;
   void check_shared(policer::SharedMeter& meter, const policer::Profile& profile, std::uint64_t generation,
                     const ProfileHistory* history, std::span<const std::uint64_t> times,
                     std::span<const std::uint32_t> lengths, std::span<const Color> in, std::span<Color> out) noexcept;

@@ -49,6 +49,11 @@ void write_csv_line(std::ostream& csv, std::uint64_t index, const Policy& p, con
   csv << ',' << record.wire_length << ',';
   if (ruled) csv << v.metered_length;
   else csv << '-';
+  // How long a shaping rule held it (ticks are ns here); '-' for a packet no shaping rule forwarded.
+  const bool shaping = ruled && p.rules[v.rule].on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns;
+  csv << ',';
+  if (shaping && !v.drop) csv << v.delay;
+  else csv << '-';
   csv << '\n';
 }
 
@@ -66,10 +71,20 @@ ReplayResult replay_capture(Engine& engine, CaptureReader& capture, CaptureWrite
   Verdict verdicts[kBurst];
   std::size_t next_change = 0;
   std::uint64_t first_ns = 0;  // the capture's first packet's time: the CSV's times start from it
+  // Packets a shaping rule holds, by release time (then arrival): written once the capture's time
+  // passes it, or at the end.
+  std::map<std::pair<std::uint64_t, std::uint64_t>, CaptureRecord> held;
+  const auto release_until = [&](std::uint64_t time_ns) {
+    while (!held.empty() && held.begin()->first.first <= time_ns) {
+      forwarded->write(held.begin()->second);
+      held.erase(held.begin());
+    }
+  };
   bool more = true;
   while (more) {
     if (control.stop != nullptr && control.stop->load(std::memory_order_relaxed)) {
       result.interrupted = true;
+      if (forwarded != nullptr) release_until(UINT64_MAX);  // what was processed is in the output
       return result;
     }
     if (control.progress && ++bursts % kProgressBursts == 0) {
@@ -82,6 +97,7 @@ ReplayResult replay_capture(Engine& engine, CaptureReader& capture, CaptureWrite
         result.change_refused = true;
         result.stop_reason = "the change before packet " + std::to_string(change.before) + " (" + change.what +
                              ") was refused: " + installed.error().message;
+        if (forwarded != nullptr) release_until(UINT64_MAX);
         return result;
       }
     }
@@ -101,10 +117,22 @@ ReplayResult replay_capture(Engine& engine, CaptureReader& capture, CaptureWrite
     engine.process(std::span<PacketView>(views, pending), std::span<Verdict>(verdicts, pending));
     const Policy& policy = engine.policy();  // the set the burst ran under: replay publishes no change
     for (std::size_t i = 0; i < pending; ++i, ++result.records) {
-      if (csv != nullptr) write_csv_line(*csv, result.records, policy, verdicts[i], views[i], records[i], first_ns);
-      if (forwarded != nullptr && !verdicts[i].drop) forwarded->write(records[i]);
+      const Verdict& v = verdicts[i];
+      if (csv != nullptr) write_csv_line(*csv, result.records, policy, v, views[i], records[i], first_ns);
+      if (v.rule != kNoRule && !v.drop && policy.rules[v.rule].on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns)
+        result.shaped_delays[policy.rules[v.rule].name].push_back(v.delay);
+      if (forwarded == nullptr || v.drop) continue;
+      if (v.delay != 0) {
+        CaptureRecord& kept = held[{records[i].timestamp_ns + v.delay, result.records}];
+        kept = records[i];
+        kept.timestamp_ns += v.delay;
+      } else {
+        release_until(records[i].timestamp_ns);
+        forwarded->write(records[i]);
+      }
     }
   }
+  if (forwarded != nullptr) release_until(UINT64_MAX);
   result.truncated = capture.truncated();
   if (result.truncated) result.stop_reason = capture.stop_reason();
   return result;

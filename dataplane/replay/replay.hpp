@@ -5,6 +5,8 @@
 // (control/replay/tricolor_replay.cpp) reads the policy and the options and reports.
 #include <atomic>
 #include <functional>
+#include <map>
+#include <vector>
 #include <cstdint>
 #include <ostream>
 #include <span>
@@ -18,7 +20,7 @@ namespace tricolor::dataplane {
 inline constexpr std::uint64_t kReplayTicksPerSecond = 1'000'000'000;  // capture timestamps are in ns
 // New columns go at the end, so that readers of the older ones keep working.
 inline constexpr const char* kReplayCsvHeader =
-    "index,rule,key,in_color,out_color,action,time_ns,frame_bytes,metered_bytes";
+    "index,rule,key,in_color,out_color,action,time_ns,frame_bytes,metered_bytes,delay_ns";
 
 struct ReplayResult {
   std::uint64_t records = 0;  // capture records read and processed
@@ -26,6 +28,9 @@ struct ReplayResult {
   std::string stop_reason;    // why, if it did
   bool change_refused = false;  // a scheduled change was refused: stop_reason says which and why
   bool interrupted = false;     // ReplayControl::stop was set: the run ended after that burst
+  // Shaping rules, by name: the delay (ns) of every packet each forwarded, in arrival order (0 for
+  // those that left at once), for the summary's percentiles.
+  std::map<std::string, std::vector<std::uint32_t>> shaped_delays;
 };
 
 // How far a run has come, for a progress line.
@@ -50,7 +55,9 @@ struct ScheduledChange {
 };
 
 // Every record of `capture`, in bursts, through `engine` (its worker 0, on this thread). `forwarded`
-// (optional) gets the packets not dropped; `csv` (optional) one line per packet after its header.
+// (optional) gets the packets not dropped, each at the time it leaves: a packet a shaping rule holds
+// is written with its release time, after the packets that leave before it (the output is in time
+// order where the capture was); `csv` (optional) one line per packet after its header, in capture order.
 // `changes`, in order of `before`: a burst never spans one. A change the engine refuses stops the
 // run (stop_reason says why).
 ReplayResult replay_capture(Engine& engine, CaptureReader& capture, CaptureWriter* forwarded, std::ostream* csv,

@@ -151,6 +151,24 @@ void write_keys(JsonWriter& json, const Engine& engine, std::size_t rule, std::s
   json.end();
 }
 
+// A shaping rule: its packets held, late (dropped: they would have waited past max-delay) and the
+// delays of those it forwarded, as nearest-rank percentiles (ns; 0 for a packet that left at once).
+void write_shaping(JsonWriter& json, const Rule& rule, const RuleCounters& c, const std::vector<std::uint32_t>* delays) {
+  json.begin_object("shaping");
+  json.field("max_delay_ns", *rule.on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns);
+  json.field("held_packets", c.shaped_packets);
+  json.field("late_packets", c.packets[static_cast<std::size_t>(Color::red)]);
+  std::vector<std::uint32_t> sorted = delays != nullptr ? *delays : std::vector<std::uint32_t>{};
+  std::sort(sorted.begin(), sorted.end());
+  json.begin_object("delay_ns");
+  for (const auto& [name, percent] : {std::pair<std::string_view, std::uint64_t>{"p50", 50}, {"p90", 90}, {"p99", 99}, {"max", 100}}) {
+    const std::size_t rank = (percent * sorted.size() + 99) / 100;  // nearest rank, 1-based
+    json.field(name, sorted.empty() ? 0 : std::uint64_t{sorted[std::max<std::size_t>(rank, 1) - 1]});
+  }
+  json.end();
+  json.end();
+}
+
 }  // namespace
 
 void write_summary_json(const Engine& engine, const SummaryOptions& options, std::ostream& out) {
@@ -170,6 +188,13 @@ void write_summary_json(const Engine& engine, const SummaryOptions& options, std
     json.field("profile", policy.rules[r].profile);
     write_colors(json, c.packets, c.bytes);
     write_count(json, "dropped", c.dropped_packets, c.dropped_bytes);
+    if (policy.rules[r].on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns) {
+      const std::vector<std::uint32_t>* delays = nullptr;
+      if (options.shaped_delays != nullptr)
+        if (const auto found = options.shaped_delays->find(policy.rules[r].name); found != options.shaped_delays->end())
+          delays = &found->second;
+      write_shaping(json, policy.rules[r], c, delays);
+    }
     if (policy.rules[r].per_key.kind != KeyKind::none) write_keys(json, engine, r, options.top_keys, options.all_keys);
     json.end();
   }

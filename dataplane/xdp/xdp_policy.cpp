@@ -170,6 +170,8 @@ Expected<RuleSetImage> translate(const Policy& policy, const RuleSetImage* previ
     }
     if (auto matched = translate_match(rule, out); !matched) return matched.error();
     if (rule.cluster) return refuse(rule, "a cluster meter (" + *rule.cluster + "), whose leases the XDP program does not take");
+    if (rule.on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns)
+      return refuse(rule, "shaping (red shape), which would hold packets: XDP passes or drops each frame at once");
 
     // Metering.
     const bool per_key = rule.per_key.kind != KeyKind::none;

@@ -565,6 +565,36 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"profile add pcp-map srtcm cir 1mbit cbs 1k", "pcp-map",
                   "'pcp-map': pcp-map is a keyword and cannot name a profile"}));
 
+// Shaping (issue 27): red only, with max-delay in range, color-blind, without a parent or a cluster.
+INSTANTIATE_TEST_SUITE_P(
+    Shaping, LanguageError,
+    ::testing::Values(
+        ErrorCase{"rule add r profile gold red shape", "shape",
+                  "'shape': shape takes max-delay: a maximum delay such as 5ms or 200us (1us to 1s)"},
+        ErrorCase{"rule add r profile gold red shape 5ms", "5ms",
+                  "'5ms': shape takes max-delay: a maximum delay such as 5ms or 200us (1us to 1s)"},
+        ErrorCase{"rule add r profile gold red shape max-delay", "",
+                  "after 'max-delay': expected a maximum delay such as 5ms or 200us (1us to 1s)"},
+        ErrorCase{"rule add r profile gold red shape max-delay 2s", "2s", "'2s': max-delay must be from 1us to 1s"},
+        ErrorCase{"rule add r profile gold red shape max-delay 999ns", "999ns", "'999ns': max-delay must be from 1us to 1s"},
+        ErrorCase{"rule add r profile gold red shape max-delay 5", "5", "'5': a duration needs a unit: ns, us, ms, s, m or h"},
+        ErrorCase{"rule add r profile gold yellow shape max-delay 5ms", "yellow",
+                  "'yellow': only red packets are shaped: 'red shape max-delay D' (a yellow packet leaves now)"},
+        ErrorCase{"rule add r profile gold red shape max-delay 5ms remark af11", "remark",
+                  "'remark': shape cannot be combined with remark: a released packet takes the green action"},
+        ErrorCase{"rule add r profile gold input dscp red shape max-delay 5ms", "shape",
+                  "'shape': a shaping rule is color-blind: it cannot have 'input dscp' or 'input map'"},
+        ErrorCase{"rule add r profile gold parent dns red shape max-delay 5ms", "shape",
+                  "'shape': a shaping rule cannot have a parent meter: the parent would color a packet again after its release"},
+        ErrorCase{"rule add r profile gold cluster dns red shape max-delay 5ms", "shape",
+                  "'shape': a shaping rule cannot have a cluster meter: the cluster would color a packet again after its release"},
+        ErrorCase{"rule add r profile gold input dscp green>red shape max-delay 5ms", "green>red",
+                  "'green>red': a color pair cannot shape: a shaping rule is color-blind ('red shape max-delay D')"},
+        ErrorCase{"default shape max-delay 5ms", "shape",
+                  "'shape': the default action cannot shape: only a rule's red packets are shaped"},
+        ErrorCase{"profile add max-delay srtcm cir 1mbit cbs 1k", "max-delay",
+                  "'max-delay': max-delay is a keyword and cannot name a profile"}));
+
 INSTANTIATE_TEST_SUITE_P(
     Hierarchy, LanguageMapError,
     ::testing::Values(

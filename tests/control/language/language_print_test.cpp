@@ -103,6 +103,18 @@ TEST(LanguagePrint, ClusterRoundTrips) {
   EXPECT_EQ(refused.error().message, "'total': profile total is used by rule web as its cluster; change or delete that rule first");
 }
 
+// A shaping rule (issue 27) prints its red action as given and loads back the same.
+TEST(LanguagePrint, ShapingRoundTrips) {
+  const Policy policy = must_load(
+      "profile add s 1r2c cir 10mbit cbs 15k\n"
+      "rule add shaped proto udp profile s per src red shape max-delay 1500us green remark af11\n");
+  ASSERT_EQ(policy.rules.size(), 1u);
+  EXPECT_EQ(policy.rules[0].on_color[2].shape_max_delay_ns, 1'500'000u);
+  EXPECT_TRUE(policy.rules[0].on_color[2].drop);  // what a late packet gets
+  EXPECT_NE(print(policy).find("green remark af11 red shape max-delay 1500us"), std::string::npos) << print(policy);
+  EXPECT_EQ(must_load(print(policy)), policy);
+}
+
 TEST(LanguagePrint, ColorMapsCompactly) {
   struct Case {
     std::string command, printed;

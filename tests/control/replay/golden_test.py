@@ -202,13 +202,15 @@ assert run.returncode == 0, run.stderr
 failures = []
 rows = list(csv.reader(open(outputs["csv"])))
 assert rows[0] == ["index", "rule", "key", "in_color", "out_color", "action", "time_ns", "frame_bytes",
-                   "metered_bytes"], rows[0]
+                   "metered_bytes", "delay_ns"], rows[0]
 forwarded = [bytes(p) for p in rdpcap(out_pcap)] if os.path.getsize(out_pcap) > 24 else []
 expected_out = [exp for _, _, exp, *_ in cases if exp is not None]
 for i, (name, raw, expected, rule, color, action) in enumerate(cases):
     row = rows[i + 1]
-    # Packet i is stamped i microseconds after the first; the rules meter the whole frame (length l2).
-    want = [str(i), rule, "-", "-", color, action, str(i * 1000), str(len(raw)), str(len(raw)) if rule != "-" else "-"]
+    # Packet i is stamped i microseconds after the first; the rules meter the whole frame (length l2);
+    # none shapes (no delay).
+    want = [str(i), rule, "-", "-", color, action, str(i * 1000), str(len(raw)), str(len(raw)) if rule != "-" else "-",
+            "-"]
     if row != want:
         failures.append(f"{name}: CSV {row}, expected {want}")
 if len(forwarded) != len(expected_out):

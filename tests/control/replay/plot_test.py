@@ -68,7 +68,7 @@ assert result.returncode == 0, result.stderr
 with open(path("packets.csv"), newline="") as f:
     rows = list(csv.reader(f))
 header = "index,rule,key,in_color,out_color,action,time_ns,frame_bytes,metered_bytes".split(",")
-assert rows[0] == header, rows[0]
+assert rows[0] == header + ["delay_ns"], rows[0]
 assert len(rows) == len(packets) + 1, len(rows)
 RULE = {"10.0.0.1": "a", "10.0.0.2": "b", "10.0.0.3": "-"}
 METERED = {"a": lambda size: size - ETHERNET + 4, "b": lambda size: size}  # l3+4, l2
@@ -154,6 +154,24 @@ for span_ns, want in ((25_000_000, 500_000), (24_999_999, 200_000), (50 * 10**9,
         failures.append(f"default interval for a span of {span_ns} ns: {got if isinstance(got, str) else got[1]}, "
                         f"expected intervals of {want} ns")
 
+
+# A shaping rule's released rate: each packet it forwarded counted at time + delay_ns, in its own column
+# (the interval of a release past the last arrival included); a late one ('-') and other rules' packets
+# not at all; the rule without shaping gets 0 there.
+shaped = [",".join(header + ["delay_ns"]),
+          "0,s,-,-,green,forward,0,100,100,0",
+          "1,s,-,-,green,forward,100,100,100,1500",     # leaves at 1600: the second interval
+          "2,s,-,-,red,drop,200,100,100,-",             # late
+          "3,p,-,-,green,forward,300,100,100,-",        # a policing rule
+          "4,s,-,-,green,forward,900,100,100,2100"]     # leaves at 3000: an interval past the arrivals
+got = table_of(run_plot(write_file("shaped.csv", "\n".join(shaped) + "\n"), "--table", "--interval", "1us", "--unit", "packets"))
+want = [["rule", "start_ns", "end_ns"] + [s + "_packet_s" for s in ("offered", "green", "yellow", "red", "released")],
+        ["s", 0, 1000, 4e6, 3e6, 0.0, 1e6, 1e6], ["s", 1000, 2000, 0.0, 0.0, 0.0, 0.0, 1e6],
+        ["s", 2000, 3000, 0.0, 0.0, 0.0, 0.0, 0.0], ["s", 3000, 4000, 0.0, 0.0, 0.0, 0.0, 1e6],
+        ["p", 0, 1000, 1e6, 1e6, 0.0, 0.0, 0.0], ["p", 1000, 2000, 0.0, 0.0, 0.0, 0.0, 0.0],
+        ["p", 2000, 3000, 0.0, 0.0, 0.0, 0.0, 0.0], ["p", 3000, 4000, 0.0, 0.0, 0.0, 0.0, 0.0]]
+if got != want:
+    failures.append(f"--table of a shaping rule: {got}, expected {want}")
 
 # ---- the pictures --------------------------------------------------------------------------------
 def png_problem(file):

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -192,7 +193,7 @@ TEST_F(ReplayAgainstModel, CsvColorsEqualTheModelPacketForPacket) {
   const auto rows = read_csv(dir_ / "out.csv");
   ASSERT_EQ(rows.size(), sorted.size() + 1);
   EXPECT_EQ(rows[0], (std::vector<std::string>{"index", "rule", "key", "in_color", "out_color", "action", "time_ns",
-                                               "frame_bytes", "metered_bytes"}));
+                                               "frame_bytes", "metered_bytes", "delay_ns"}));
 
   std::vector<ReferenceMeter> models;
   for (const FlowSpec& f : specs) models.emplace_back(f.params, kStart);
@@ -201,8 +202,9 @@ TEST_F(ReplayAgainstModel, CsvColorsEqualTheModelPacketForPacket) {
     const std::size_t i = sorted_flow[k];
     const FlowSpec& f = specs[i];
     const auto& row = rows[k + 1];
-    ASSERT_EQ(row.size(), 9u);
+    ASSERT_EQ(row.size(), 10u);
     ASSERT_EQ(row[0], std::to_string(k));
+    ASSERT_EQ(row[9], "-");  // no shaping rule: no delay
     ASSERT_EQ(row[1], f.rule) << "packet " << k;
     ASSERT_EQ(row[2], "-");  // aggregate meters: no key
     const std::size_t size = sorted[k].frame.size();
@@ -243,6 +245,267 @@ TEST_F(ReplayAgainstModel, CsvColorsEqualTheModelPacketForPacket) {
   EXPECT_EQ(slurp(dir_ / "out.csv"), csv1);
   EXPECT_EQ(slurp(dir_ / "out.json"), json1);
   EXPECT_EQ(slurp(dir_ / "out.pcap"), pcap1);
+}
+
+// ---- shaping (issue 27) ------------------------------------------------------------------------
+
+// The independent model of a shaper: a packet arriving at `a` leaves at the earliest tick t, no earlier
+// than a nor than the meter's latest check, at which the reference meter colors it green — found by
+// bisection over the meter's own check on copies (green only gets more likely as time passes), not by
+// any formula of policer/; past a + max_delay it is late: dropped, the meter untouched.
+std::optional<std::uint64_t> model_release(ReferenceMeter& meter, std::uint64_t a, std::uint64_t length,
+                                           std::uint64_t max_delay) {
+  const auto green_at = [&](std::uint64_t t) {
+    ReferenceMeter copy = meter;
+    return copy.check(t, length) == RefColor::green;
+  };
+  if (!green_at(a + max_delay)) return std::nullopt;
+  std::uint64_t lo = a, hi = a + max_delay;  // green at hi; the answer is the least green tick in [lo, hi]
+  while (lo < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (green_at(mid)) hi = mid;
+    else lo = mid + 1;
+  }
+  const std::uint64_t release = std::max(lo, meter.now());  // a check before the latest counts as it
+  EXPECT_EQ(meter.check(release, length), RefColor::green);
+  return release;
+}
+
+// The same frame from another source address (a per-key rule's keys), its IPv4 checksum made again.
+std::vector<std::uint8_t> from_source(std::vector<std::uint8_t> f, std::uint8_t source) {
+  f[29] = source;
+  f[24] = f[25] = 0;
+  std::uint32_t sum = 0;
+  for (std::size_t i = 14; i < 34; i += 2) sum += (f[i] << 8) | f[i + 1];
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  f[24] = std::uint8_t(~sum >> 8), f[25] = std::uint8_t(~sum);
+  return f;
+}
+
+struct PcapRecord {
+  std::uint64_t time_ns;
+  std::vector<std::uint8_t> frame;
+};
+
+// A nanosecond pcap as tricolor-replay writes it.
+std::vector<PcapRecord> read_ns_pcap(const fs::path& path) {
+  const std::string bytes = slurp(path);
+  const auto u32 = [&](std::size_t at) {
+    return std::uint32_t(std::uint8_t(bytes[at])) | std::uint32_t(std::uint8_t(bytes[at + 1])) << 8 |
+           std::uint32_t(std::uint8_t(bytes[at + 2])) << 16 | std::uint32_t(std::uint8_t(bytes[at + 3])) << 24;
+  };
+  std::vector<PcapRecord> out;
+  if (bytes.size() < 24 || u32(0) != 0xa1b23c4du) {
+    ADD_FAILURE() << path << " is not a little-endian nanosecond pcap";
+    return out;
+  }
+  for (std::size_t at = 24; at + 16 <= bytes.size();) {
+    const std::uint32_t captured = u32(at + 8);
+    PcapRecord r{std::uint64_t(u32(at)) * 1'000'000'000u + u32(at + 4), {}};
+    r.frame.assign(bytes.begin() + std::ptrdiff_t(at + 16), bytes.begin() + std::ptrdiff_t(at + 16 + captured));
+    out.push_back(std::move(r));
+    at += 16 + captured;
+  }
+  return out;
+}
+
+// Every RFC meter, byte and packet mode, and two per-key rules, shaping flows offered at twice their
+// committed rate with random sizes and gaps: tricolor-replay's CSV (color, action, delay) equals the
+// model packet for packet; its output capture holds exactly the packets released, each at its release
+// time, in time order, every flow in its own order; over any interval a flow's released bytes stay
+// within CBS + CIR x the interval.
+TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
+  struct ShapeSpec {
+    std::string rule, profile_text;
+    RefParams params;
+    std::string per;       // "", or a per-key clause: the flow's packets come from three sources
+    std::uint64_t max_delay_ns;
+  };
+  const std::uint64_t cir = 1'234'567, cbs = 30'000, pps = 1234, pkts = 50;
+  const std::string rate = std::to_string(cir * 8) + "bit", rate2 = std::to_string(cir * 3 / 2 * 8) + "bit";
+  std::vector<ShapeSpec> specs = {
+      {"s-1r2c", "1r2c cir " + rate + " cbs 30000", {RefAlgorithm::one_rate_two_color, false, cir, cbs}, "", 3'000'000},
+      {"s-srtcm", "srtcm cir " + rate + " cbs 30000 ebs 45000",
+       {RefAlgorithm::srtcm, false, cir, cbs, 0, 45'000}, "", 5'000'000},
+      {"s-trtcm", "trtcm cir " + rate + " cbs 30000 pir " + rate2 + " pbs 45000",
+       {RefAlgorithm::trtcm, false, cir, cbs, 0, 0, cir * 3 / 2, 45'000}, "", 7'000'000},
+      {"s-4115", "trtcm4115 cir " + rate + " cbs 30000 eir " + rate2 + " ebs 45000",
+       {RefAlgorithm::trtcm_4115, false, cir, cbs, cir * 3 / 2, 45'000}, "", 2'500'000},
+      {"s-1r2c-pkt", "1r2c cir " + std::to_string(pps) + "pps cbs 50pkt",
+       {RefAlgorithm::one_rate_two_color, true, pps, pkts}, "", 4'000'000},
+      {"s-trtcm-pkt", "trtcm cir " + std::to_string(pps) + "pps cbs 50pkt pir " + std::to_string(pps * 2) + "pps pbs 80pkt",
+       {RefAlgorithm::trtcm, true, pps, pkts, 0, 0, pps * 2, 80}, "", 3'000'000},
+      {"s-per-src", "1r2c cir " + rate + " cbs 30000", {RefAlgorithm::one_rate_two_color, false, cir, cbs}, "per src",
+       3'000'000},
+      {"s-per-5tuple", "srtcm cir " + rate + " cbs 30000 ebs 45000", {RefAlgorithm::srtcm, false, cir, cbs, 0, 45'000},
+       "per 5-tuple", 1'000'000},
+  };
+  std::ostringstream policy;
+  for (std::size_t i = 0; i < specs.size(); ++i) policy << "profile add p" << i << " " << specs[i].profile_text << "\n";
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    policy << "rule add " << specs[i].rule << " proto udp dst 10.9." << i << ".1/32 profile p" << i << " "
+           << specs[i].per << " red shape max-delay " << specs[i].max_delay_ns / 1000 << "us\n";
+  std::ofstream(dir_ / "policy") << policy.str();
+
+  Rng rng{2027};
+  std::vector<Packet> packets;
+  std::vector<std::size_t> flow_of;
+  std::vector<std::uint8_t> key_of;
+  constexpr std::uint64_t kStart = 1'700'000'000'000'000'000ull, kSeconds = 2;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const ShapeSpec& f = specs[i];
+    std::uint64_t t = kStart + rng.below(1000);
+    while (t < kStart + kSeconds * 1'000'000'000ull) {
+      const std::size_t size = 64 + rng.below(1437);
+      const std::uint8_t key = f.per.empty() ? 1 : std::uint8_t(1 + rng.below(3));
+      packets.push_back({t, from_source(udp_frame(size, false, std::uint8_t(i), 0), key)});
+      flow_of.push_back(i);
+      key_of.push_back(key);
+      // Twice the committed rate (per key: each of three keys gets a third of it, so six times).
+      const std::uint64_t cost = f.params.packet_mode ? 1 : size;
+      const std::uint64_t mean_gap = cost * 1'000'000'000ull / ((f.per.empty() ? 2 : 6) * f.params.cir);
+      t += 1 + rng.below(2 * mean_gap);
+    }
+  }
+  std::vector<std::size_t> order(packets.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return packets[a].time_ns < packets[b].time_ns; });
+  std::vector<Packet> sorted;
+  std::vector<std::size_t> sorted_flow;
+  std::vector<std::uint8_t> sorted_key;
+  for (std::size_t k : order) sorted.push_back(packets[k]), sorted_flow.push_back(flow_of[k]), sorted_key.push_back(key_of[k]);
+  write_pcap(dir_ / "in.pcap", sorted);
+
+  const CommandResult result = run(replay_binary() + " --policy " + (dir_ / "policy").string() + " --in " +
+                                   (dir_ / "in.pcap").string() + " --csv " + (dir_ / "out.csv").string() + " --json " +
+                                   (dir_ / "out.json").string() + " --out " + (dir_ / "out.pcap").string());
+  ASSERT_EQ(result.status, 0) << result.output;
+  const auto rows = read_csv(dir_ / "out.csv");
+  ASSERT_EQ(rows.size(), sorted.size() + 1);
+
+  // The model, packet by packet: a meter per flow, or per key (created full at the key's first packet).
+  std::map<std::pair<std::size_t, std::uint8_t>, ReferenceMeter> meters;
+  struct Released {
+    std::uint64_t release;
+    std::size_t index;
+  };
+  std::vector<Released> released;
+  std::vector<std::size_t> held(specs.size(), 0), late(specs.size(), 0), now(specs.size(), 0);
+  for (std::size_t k = 0; k < sorted.size(); ++k) {
+    const std::size_t i = sorted_flow[k];
+    const ShapeSpec& f = specs[i];
+    const auto meter_key = std::make_pair(i, f.per.empty() ? std::uint8_t(0) : sorted_key[k]);
+    auto found = meters.find(meter_key);
+    if (found == meters.end()) found = meters.emplace(meter_key, ReferenceMeter(f.params, f.per.empty() ? kStart : sorted[k].time_ns)).first;
+    const std::uint64_t a = sorted[k].time_ns;
+    const auto release = model_release(found->second, a, sorted[k].frame.size(), f.max_delay_ns);
+    const auto& row = rows[k + 1];
+    ASSERT_EQ(row.size(), 10u);
+    ASSERT_EQ(row[1], f.rule) << "packet " << k;
+    if (release) {
+      ASSERT_EQ(row[4], "green") << f.rule << ": packet " << k << " at " << a - kStart;
+      ASSERT_EQ(row[5], "forward") << f.rule << ": packet " << k;
+      ASSERT_EQ(row[9], std::to_string(*release - a)) << f.rule << ": packet " << k;
+      released.push_back({*release, k});
+      ++(*release == a ? now : held)[i];
+    } else {
+      ASSERT_EQ(row[4], "red") << f.rule << ": packet " << k << " at " << a - kStart;
+      ASSERT_EQ(row[5], "drop") << f.rule << ": packet " << k;
+      ASSERT_EQ(row[9], "-");
+      ++late[i];
+    }
+  }
+  for (std::size_t i = 0; i < specs.size(); ++i) {  // the test means something for every rule
+    EXPECT_GT(now[i], 10u) << specs[i].rule;
+    EXPECT_GT(held[i], 100u) << specs[i].rule;
+    EXPECT_GT(late[i], 100u) << specs[i].rule;
+  }
+  // The summary: per rule, the packets held and late, and the longest delay.
+  const std::string json = slurp(dir_ / "out.json");
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    std::uint64_t longest = 0;
+    for (const Released& r : released)
+      if (sorted_flow[r.index] == i) longest = std::max(longest, r.release - sorted[r.index].time_ns);
+    const std::size_t from = json.find("\"name\": \"" + specs[i].rule + "\"");
+    ASSERT_NE(from, std::string::npos) << specs[i].rule;
+    const std::string rule_json = json.substr(from, json.find("\"name\": ", from + 1) - from);
+    EXPECT_NE(rule_json.find("\"held_packets\": " + std::to_string(held[i]) + ","), std::string::npos) << rule_json;
+    EXPECT_NE(rule_json.find("\"late_packets\": " + std::to_string(late[i]) + ","), std::string::npos) << rule_json;
+    EXPECT_NE(rule_json.find("\"max\": " + std::to_string(longest)), std::string::npos) << rule_json;
+    EXPECT_NE(rule_json.find("\"max_delay_ns\": " + std::to_string(specs[i].max_delay_ns) + ","), std::string::npos) << rule_json;
+  }
+
+  // The output: the released packets in release order (ties in arrival order), each at its release time.
+  std::stable_sort(released.begin(), released.end(), [](const Released& x, const Released& y) { return x.release < y.release; });
+  const auto out = read_ns_pcap(dir_ / "out.pcap");
+  ASSERT_EQ(out.size(), released.size());
+  std::map<std::pair<std::size_t, std::uint8_t>, std::size_t> last_index;
+  std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> by_flow(specs.size());  // (release, cost)
+  for (std::size_t j = 0; j < out.size(); ++j) {
+    const std::size_t k = released[j].index;
+    ASSERT_EQ(out[j].time_ns, released[j].release) << "output record " << j;
+    ASSERT_EQ(out[j].frame, sorted[k].frame) << "output record " << j;
+    // Per flow (a 5-tuple: rule and source here), arrival order kept.
+    const auto flow = std::make_pair(sorted_flow[k], sorted_key[k]);
+    if (const auto before = last_index.find(flow); before != last_index.end()) {
+      ASSERT_LT(before->second, k);
+    }
+    last_index[flow] = k;
+    const ShapeSpec& f = specs[sorted_flow[k]];
+    if (f.per.empty()) by_flow[sorted_flow[k]].push_back({released[j].release, f.params.packet_mode ? 1 : sorted[k].frame.size()});
+  }
+  // Never above the rate: over every interval between two releases, what left fits CBS + CIR x it.
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const auto& r = by_flow[i];
+    for (std::size_t x = 0; x < r.size(); ++x) {
+      u128 sum = 0;
+      for (std::size_t y = x; y < r.size(); ++y) {
+        sum += r[y].second;
+        const u128 bound = u128(specs[i].params.cbs) * 1'000'000'000u + u128(specs[i].params.cir) * (r[y].first - r[x].first);
+        ASSERT_LE(sum * 1'000'000'000u, bound) << specs[i].rule << ": from release " << x << " to " << y;
+      }
+    }
+  }
+}
+
+// The cut at max-delay to the nanosecond, and a shaper's queue across live changes of its rate: a
+// 1000 pps meter (a token a millisecond, one in the bucket) with max-delay 2ms; bursts of packets
+// arriving at one instant leave a millisecond apart until the next would wait more than 2 ms.
+TEST_F(ReplayAgainstModel, ShapingCutsAtMaxDelayExactlyAndKeepsItsQueueAcrossChanges) {
+  std::ofstream(dir_ / "policy") << "profile add s 1r2c cir 1000pps cbs 1pkt\n"
+                                    "rule add shaped proto udp profile s red shape max-delay 2ms\n";
+  constexpr std::uint64_t kStart = 1'700'000'000'000'000'000ull, kMs = 1'000'000;
+  std::vector<Packet> packets;
+  const auto at = [&](std::uint64_t t, int count) {
+    for (int i = 0; i < count; ++i) packets.push_back({kStart + t, udp_frame(100 + std::size_t(packets.size()), false, 1, 0)});
+  };
+  at(0, 5);                // 0, 1 ms, 2 ms (exactly max-delay: kept), then 3 ms: late
+  at(10 * kMs, 6);         // after a change to 2000 pps before the first: 0, 0.5, 1, 1.5, 2 ms, then late
+  at(20 * kMs, 3);         // 0, 0.5, 1 ms; then a change back to 1000 pps with two packets held:
+  at(20 * kMs + 100'000, 2);  // the queue is kept: the next leaves 1 ms after the last (21 ms), 1.9 ms late; then 2.9: late
+  write_pcap(dir_ / "in.pcap", packets);
+  const CommandResult result = run(replay_binary() + " --policy " + (dir_ / "policy").string() + " --in " +
+                                   (dir_ / "in.pcap").string() + " --csv " + (dir_ / "out.csv").string() +
+                                   " --out " + (dir_ / "out.pcap").string() +
+                                   " --change-at '5:profile change s 1r2c cir 2000pps cbs 1pkt'"
+                                   " --change-at '14:profile change s 1r2c cir 1000pps cbs 1pkt'");
+  ASSERT_EQ(result.status, 0) << result.output;
+  const auto rows = read_csv(dir_ / "out.csv");
+  ASSERT_EQ(rows.size(), packets.size() + 1);
+  const std::vector<std::string> want = {"0", "1000000", "2000000", "-", "-",
+                                         "0", "500000", "1000000", "1500000", "2000000", "-",
+                                         "0", "500000", "1000000",
+                                         "1900000", "-"};
+  std::vector<std::string> got;
+  for (std::size_t k = 1; k < rows.size(); ++k) got.push_back(rows[k][9]);
+  EXPECT_EQ(got, want);
+  for (std::size_t k = 1; k < rows.size(); ++k) EXPECT_EQ(rows[k][5], want[k - 1] == "-" ? "drop" : "forward") << k;
+  // The output in release order, at the release times.
+  const auto out = read_ns_pcap(dir_ / "out.pcap");
+  std::vector<std::uint64_t> times;
+  for (const auto& r : out) times.push_back(r.time_ns - kStart);
+  EXPECT_EQ(times, (std::vector<std::uint64_t>{0, kMs, 2 * kMs, 10 * kMs, 10 * kMs + kMs / 2, 11 * kMs, 11 * kMs + kMs / 2,
+                                               12 * kMs, 20 * kMs, 20 * kMs + kMs / 2, 21 * kMs, 22 * kMs}));
 }
 
 }  // namespace

@@ -549,6 +549,26 @@ TEST(EngineCluster, ABudgetThatIsNotOneRateTwoColorIsRefused) {
   EXPECT_EQ(made.error().message, "rule web: cluster global: a cluster meter's profile is 1r2c (green within the shared rate, red above), not srtcm");
 }
 
+// Shaping needs a meter with a conforming tick (policer/shaping.hpp): a window is refused, naming why.
+TEST(EngineShaping, AProfileWithoutAConformingTickIsRefused) {
+  Policy policy;
+  policy.profiles.push_back({"window", policer::Params{.algorithm = policer::Algorithm::fixed_window, .unit = policer::Unit::packets, .limit = 100, .window = 1'000'000'000}});
+  Rule r = rule("web", 1, "window");
+  r.on_color[2] = Action{true, std::nullopt, std::nullopt, 5'000'000};
+  policy.rules.push_back(r);
+  auto made = Engine::create(policy, *policer::TickRate::make(kHz));
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.error().message,
+            "rule web: shaping: profile window is fixed-window, which has no tick at which a packet conforms; shape "
+            "with 1r2c, srtcm, trtcm, trtcm4115, gcra or smooth");
+  policy.profiles[0].params = params_1r2c(1'000'000, 3000);
+  EXPECT_TRUE(Engine::create(policy, *policer::TickRate::make(kHz)).ok());
+  policy.rules[0].on_color[1] = Action{true, std::nullopt, std::nullopt, 5'000'000};
+  made = Engine::create(policy, *policer::TickRate::make(kHz));
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.error().message, "rule web: only red packets can be shaped");
+}
+
 TEST(EngineKeys, AParentAboveAnAggregateMeter) {
   Policy policy;
   policy.profiles.push_back({"child", params_1r2c(1'000'000, 3000)});
