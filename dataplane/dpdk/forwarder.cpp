@@ -100,33 +100,27 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
   const RuleSet& set = worker_.process(std::span<PacketView>(views, n), std::span<Verdict>(verdicts, n), handed);
 
   // Forwarded packets keep their order; dropped ones go back to the pool together; those another
-  // worker owns are passed on; those shaping holds wait for their tick.
+  // worker owns are passed on. Those shaping holds (a delay) stay among the forwarded, in order.
   rte_mbuf* forward[kBurst];
   rte_mbuf* drop[kBurst];
-  rte_mbuf* held[kBurst];
-  std::uint64_t release[kBurst];
-  std::uint16_t forwarded = 0, dropped = 0, unrestored = 0, passed = 0, holding = 0;
+  std::uint16_t forwarded = 0, dropped = 0, unrestored = 0, passed = 0;
+  std::uint32_t delays = 0;  // non-zero: some packet is held
   for (std::uint16_t i = 0; i < n; ++i) {
     if (verdicts[i].handoff) {
       ++passed;
     } else if (verdicts[i].drop) {
       drop[dropped++] = mbufs[i];
     } else if (restore_stripped_vlan(mbufs[i], views[i], options_.vlan_insert[plan_.egress[mbufs[i]->port]])) {
-      if (verdicts[i].delay == 0) [[likely]] {
-        forward[forwarded++] = mbufs[i];
-      } else {
-        held[holding] = mbufs[i];
-        release[holding++] = views[i].arrival + verdicts[i].delay;
-      }
+      delays |= verdicts[i].delay;
+      forward[forwarded++] = mbufs[i];
     } else {
       drop[dropped++] = mbufs[i];
+      mbufs[i] = nullptr;  // freed below: not forwarded (shape() reads the burst again)
       ++unrestored;
     }
   }
-  if (options_.stamp_generation) [[unlikely]] {
+  if (options_.stamp_generation) [[unlikely]]
     stamp(forward, forwarded, static_cast<std::uint16_t>(set.generation));
-    stamp(held, holding, static_cast<std::uint16_t>(set.generation));
-  }
   counters_.bursts.add(1);
   counters_.packets.add(n - passed);
   if (passed != 0) hand_over(mbufs, n, verdicts, set.generation);
@@ -135,9 +129,10 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
     if (unrestored != 0) counters_.vlan_restore_failed.add(unrestored);
     rte_pktmbuf_free_bulk(drop, dropped);
   }
-  // The burst's time: the TSC read for it, or its latest RX timestamp.
-  if (holding != 0 || !wheel_.empty()) [[unlikely]]
-    hold(held, release, holding, options_.clock == ClockSource::tsc ? views[0].arrival : last_timestamp_);
+  if (delays != 0 || !wheel_.empty()) [[unlikely]] {
+    shape(mbufs, n, views, verdicts);
+    return;
+  }
   transmit_by_port(forward, forwarded);
 }
 
@@ -157,21 +152,46 @@ void Forwarder::transmit_by_port(rte_mbuf** packets, std::uint16_t count) noexce
   }
 }
 
-void Forwarder::hold(rte_mbuf** packets, const std::uint64_t* release, std::uint16_t count, std::uint64_t now) noexcept {
-  // What is due goes first: before the inserts, so that the wheel's cursor is at `now` (a clock that
-  // jumped would put the new ticks beyond its span), and before the burst's conforming packets.
-  release_due(now);
+// The burst's forwarded packets, in time order with the wheel's: before each, what is due by its
+// arrival leaves (a packet of a flow that conforms at its arrival never overtakes one of the flow held
+// before it: the engine gives a meter's packets non-decreasing release ticks), then it leaves, or is
+// held until arrival + delay. With the TSC every packet of a burst has one arrival; with RX timestamps
+// a burst spans time. Draining up to a packet's arrival before inserting also keeps the wheel's cursor
+// there, so that the new release tick lies within the wheel's span.
+void Forwarder::shape(rte_mbuf** mbufs, std::uint16_t n, const PacketView* views, const Verdict* verdicts) noexcept {
+  rte_mbuf* out[kBurst];
   rte_mbuf* refused[kBurst];
-  std::uint16_t refusals = 0;
-  for (std::uint16_t i = 0; i < count; ++i)
-    if (!wheel_.insert(release[i], packets[i])) refused[refusals++] = packets[i];
-  counters_.shape_held_in.add(count - refusals);
+  std::uint16_t sending = 0, refusals = 0, held = 0;
+  for (std::uint16_t i = 0; i < n; ++i) {
+    const Verdict& v = verdicts[i];
+    if (v.handoff || v.drop || mbufs[i] == nullptr) continue;
+    for (;;) {  // what is due by this packet's arrival, `out` flushed as it fills
+      const auto due = static_cast<std::uint16_t>(
+          wheel_.drain(views[i].arrival, std::span<rte_mbuf*>(out + sending, kBurst - sending)));
+      counters_.shape_released.add(due);
+      sending += due;
+      if (sending < kBurst) break;
+      transmit_by_port(out, sending);
+      sending = 0;
+    }
+    if (v.delay == 0) {
+      out[sending++] = mbufs[i];
+      if (sending == kBurst) {
+        transmit_by_port(out, sending);
+        sending = 0;
+      }
+    } else if (wheel_.insert(views[i].arrival + v.delay, mbufs[i])) {
+      ++held;
+    } else {
+      refused[refusals++] = mbufs[i];
+    }
+  }
+  transmit_by_port(out, sending);
+  counters_.shape_held_in.add(held);
   if (refusals != 0) {
     counters_.shape_overflow.add(refusals);
     rte_pktmbuf_free_bulk(refused, refusals);
   }
-  // With RX timestamps a burst spans time: a packet held early in it may be due by a later one's.
-  if (count != 0 && options_.clock == ClockSource::rx_timestamp) release_due(now);
 }
 
 void Forwarder::release_due(std::uint64_t now) noexcept {

@@ -15,8 +15,9 @@
 // Shaping (issue 27): a packet the engine holds (Verdict::delay) waits in this worker's timing wheel
 // (timing_wheel.hpp) until its release tick, then leaves like any forwarded packet; a full wheel frees
 // it and counts it (shape_overflow). While the wheel holds anything, each loop reads the clock once and
-// sends what is due; a burst first sends what is due by its own time, so that a packet that conforms
-// now never overtakes a held one of its flow. At the stop what is still held is sent (shape_flushed).
+// sends what is due; within a burst, what is due by each packet's arrival leaves before it, so that a
+// packet that conforms at once never overtakes a held one of its flow. At the stop what is still held
+// is sent (shape_flushed).
 #include <rte_config.h>
 #include <rte_ring.h>
 #include <rte_spinlock.h>
@@ -135,8 +136,9 @@ class Forwarder {
   void hand_over(rte_mbuf** mbufs, std::uint16_t n, const Verdict* verdicts, std::uint64_t generation) noexcept;
   void transmit(std::uint16_t port, rte_mbuf** packets, std::uint16_t count) noexcept;
   void transmit_by_port(rte_mbuf** packets, std::uint16_t count) noexcept;
-  // Shaping: this burst's held packets into the wheel, around sending what is due by the burst's time.
-  void hold(rte_mbuf** packets, const std::uint64_t* release, std::uint16_t count, std::uint64_t now) noexcept;
+  // Shaping: the burst's forwarded packets (mbufs[i] neither handed over, dropped nor null) sent or
+  // held, in time order with what the wheel releases.
+  void shape(rte_mbuf** mbufs, std::uint16_t n, const PacketView* views, const Verdict* verdicts) noexcept;
   void release_due(std::uint64_t now) noexcept;
   void flush_held() noexcept;
   std::uint64_t clock_now() const noexcept;
