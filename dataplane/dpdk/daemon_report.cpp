@@ -86,13 +86,15 @@ DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* co
                          f.handed_out.get(), f.handed_in.get(), f.handoff_dropped.get(),
                          engine.worker(static_cast<unsigned>(w)).generation_seen()});
     {
-      // A packet is counted out after it was counted in: reading the outs first keeps held >= 0.
+      // A packet is counted out after it was counted in: the outs read first (and the difference
+      // saturated, the counters being relaxed) keep held >= 0.
       WorkerSnapshot& one = s.workers.back();
       one.shape_released = f.shape_released.get();
       one.shape_flushed = f.shape_flushed.get();
       one.shape_overflow = f.shape_overflow.get();
       one.shape_held_in = f.shape_held_in.get();
-      one.shape_held = one.shape_held_in - one.shape_released - one.shape_flushed;
+      const std::uint64_t out = one.shape_released + one.shape_flushed;
+      one.shape_held = one.shape_held_in > out ? one.shape_held_in - out : 0;
     }
     if (const FlowCache* cache = engine.worker(static_cast<unsigned>(w)).flow_cache()) {
       WorkerSnapshot& one = s.workers.back();

@@ -161,14 +161,14 @@ void Forwarder::transmit_by_port(rte_mbuf** packets, std::uint16_t count) noexce
 void Forwarder::shape(rte_mbuf** mbufs, std::uint16_t n, const PacketView* views, const Verdict* verdicts) noexcept {
   rte_mbuf* out[kBurst];
   rte_mbuf* refused[kBurst];
-  std::uint16_t sending = 0, refusals = 0, held = 0;
+  std::uint16_t sending = 0, refusals = 0;
   for (std::uint16_t i = 0; i < n; ++i) {
     const Verdict& v = verdicts[i];
     if (v.handoff || v.drop || mbufs[i] == nullptr) continue;
     for (;;) {  // what is due by this packet's arrival, `out` flushed as it fills
       const auto due = static_cast<std::uint16_t>(
           wheel_.drain(views[i].arrival, std::span<rte_mbuf*>(out + sending, kBurst - sending)));
-      counters_.shape_released.add(due);
+      if (due != 0) counters_.shape_released.add(due);
       sending += due;
       if (sending < kBurst) break;
       transmit_by_port(out, sending);
@@ -181,13 +181,12 @@ void Forwarder::shape(rte_mbuf** mbufs, std::uint16_t n, const PacketView* views
         sending = 0;
       }
     } else if (wheel_.insert(views[i].arrival + v.delay, mbufs[i])) {
-      ++held;
+      counters_.shape_held_in.add(1);  // now: it may be released before this burst ends
     } else {
       refused[refusals++] = mbufs[i];
     }
   }
   transmit_by_port(out, sending);
-  counters_.shape_held_in.add(held);
   if (refusals != 0) {
     counters_.shape_overflow.add(refusals);
     rte_pktmbuf_free_bulk(refused, refusals);
