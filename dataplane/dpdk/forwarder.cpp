@@ -162,17 +162,15 @@ void Forwarder::shape(rte_mbuf** mbufs, std::uint16_t n, const PacketView* views
   rte_mbuf* out[kBurst];
   rte_mbuf* refused[kBurst];
   std::uint16_t sending = 0, refusals = 0;
+  bool drained = false;
+  std::uint64_t drained_to = 0;  // draining to the same tick again finds nothing: one drain per TSC burst
   for (std::uint16_t i = 0; i < n; ++i) {
     const Verdict& v = verdicts[i];
     if (v.handoff || v.drop || mbufs[i] == nullptr) continue;
-    for (;;) {  // what is due by this packet's arrival, `out` flushed as it fills
-      const auto due = static_cast<std::uint16_t>(
-          wheel_.drain(views[i].arrival, std::span<rte_mbuf*>(out + sending, kBurst - sending)));
-      if (due != 0) counters_.shape_released.add(due);
-      sending += due;
-      if (sending < kBurst) break;
-      transmit_by_port(out, sending);
-      sending = 0;
+    if (!drained || views[i].arrival != drained_to) {
+      drain_before(views[i].arrival, out, sending);
+      drained = true;
+      drained_to = views[i].arrival;
     }
     if (v.delay == 0) {
       out[sending++] = mbufs[i];
@@ -190,6 +188,18 @@ void Forwarder::shape(rte_mbuf** mbufs, std::uint16_t n, const PacketView* views
   if (refusals != 0) {
     counters_.shape_overflow.add(refusals);
     rte_pktmbuf_free_bulk(refused, refusals);
+  }
+}
+
+// Everything due by `now` appended to out[0, sending), which is sent whenever it fills.
+void Forwarder::drain_before(std::uint64_t now, rte_mbuf** out, std::uint16_t& sending) noexcept {
+  for (;;) {
+    const auto due = static_cast<std::uint16_t>(wheel_.drain(now, std::span<rte_mbuf*>(out + sending, kBurst - sending)));
+    if (due != 0) counters_.shape_released.add(due);
+    sending += due;
+    if (sending < kBurst) return;  // nothing more is due
+    transmit_by_port(out, sending);
+    sending = 0;
   }
 }
 

@@ -139,6 +139,7 @@ class Forwarder {
   // Shaping: the burst's forwarded packets (mbufs[i] neither handed over, dropped nor null) sent or
   // held, in time order with what the wheel releases.
   void shape(rte_mbuf** mbufs, std::uint16_t n, const PacketView* views, const Verdict* verdicts) noexcept;
+  void drain_before(std::uint64_t now, rte_mbuf** out, std::uint16_t& sending) noexcept;
   void release_due(std::uint64_t now) noexcept;
   void flush_held() noexcept;
   std::uint64_t clock_now() const noexcept;
