@@ -674,23 +674,32 @@ int run(int argc, char** argv) {
   port_options.queues = static_cast<std::uint16_t>(workers);
   if (steering.enabled) port_options.steering = &steering;
   const std::uint64_t handoff_slots = workers > 1 ? std::uint64_t{workers} * (workers - 1) * o.handoff_ring : 0;
-  // What the captures hold is certain; the queues of virtual ports (net_pcap's have no descriptors)
-  // may take far less than a NIC's, so only the captures and the workers' bursts are required here.
-  const std::uint64_t least = capture_mbufs + mbufs_in_bursts(ports.size(), rte_lcore_count());
-  if (o.mbufs != 0 && capture_mbufs != 0 && o.mbufs < least) {
+  // Shaping holds up to --shape-capacity packets per worker, each in an mbuf of the pool, for up to
+  // kMaxShapeDelayNs: a pool without room for them would starve the ports while rules shape.
+  const std::uint64_t shape_mbufs = std::uint64_t{workers} * o.shape_capacity;
+  const std::uint64_t bursts = mbufs_in_bursts(ports.size(), rte_lcore_count());
+  const std::uint32_t default_mbufs =
+      mbufs_needed(ports, port_options, rte_lcore_count(), handoff_slots + capture_mbufs + shape_mbufs);
+  // What the captures and shaping hold is certain; the queues of virtual ports (net_pcap's have no
+  // descriptors) may take far less than a NIC's, so only those and the workers' bursts are required here.
+  const std::uint64_t least = capture_mbufs + shape_mbufs + bursts;
+  if (o.mbufs != 0 && o.mbufs < least) {
     std::string held;
     for (const control::ReplayedCapture& c : *captures)
       held += (held.empty() ? "" : ", ") + c.port + "'s capture " + quote(c.path, kQuotePathMaxBytes) + " holds " +
               std::to_string(c.mbufs);
-    fail(control::kExitUsage,
-         "--mbufs " + std::to_string(o.mbufs) + " is too few: infinite_rx keeps every packet of a capture in an mbuf "
-         "for as long as the port runs (" + held + "), and the workers' bursts need theirs: give at least " +
-             std::to_string(least) + " (the ports' queues want more: " +
-             std::to_string(mbufs_needed(ports, port_options, rte_lcore_count(), handoff_slots + capture_mbufs)) +
-             " is what the daemon takes without --mbufs), or leave --mbufs out");
+    std::string needs;
+    if (capture_mbufs != 0)
+      needs = "infinite_rx keeps every packet of a capture in an mbuf for as long as the port runs (" + held + "), ";
+    needs += "shaping may hold " + std::to_string(workers) + (workers == 1 ? " worker" : " workers") +
+             " x --shape-capacity " + std::to_string(o.shape_capacity) + " = " + std::to_string(shape_mbufs) +
+             " packets, and the workers' bursts need " + std::to_string(bursts);
+    fail(control::kExitUsage, "--mbufs " + std::to_string(o.mbufs) + " is too few: " + needs + ": give at least " +
+                                  std::to_string(least) + " (the ports' queues want more: " +
+                                  std::to_string(default_mbufs) +
+                                  " is what the daemon takes without --mbufs), lower --shape-capacity, or leave --mbufs out");
   }
-  const std::uint32_t mbufs =
-      o.mbufs != 0 ? o.mbufs : mbufs_needed(ports, port_options, rte_lcore_count(), handoff_slots + capture_mbufs);
+  const std::uint32_t mbufs = o.mbufs != 0 ? o.mbufs : default_mbufs;
   const int socket = port_socket(ports.front());
   auto pool = make_mbuf_pool(mbufs, socket, ports);
   if (!pool) fail(control::kExitRuntime, pool.error().message + " (--mbufs sets the size)");
@@ -701,6 +710,8 @@ int run(int argc, char** argv) {
     say("STAMPING GENERATIONS (--stamp-generation, a test switch): each forwarded IPv4 packet's identification "
         "field is overwritten with the rule set generation it was metered under");
   forwarder_options.clock = o.clock;
+  forwarder_options.shape_capacity = o.shape_capacity;
+  forwarder_options.shape_geometry = WheelGeometry::for_clock(tick_hz, kMaxShapeDelayNs);
 
   if (!tsc_clock) {
     if (rte_mbuf_dyn_rx_timestamp_register(&forwarder_options.timestamp.offset, &forwarder_options.timestamp.flag) != 0)
@@ -757,7 +768,13 @@ int run(int argc, char** argv) {
   std::vector<std::unique_ptr<Forwarder>> forwarders;
   std::vector<const Forwarder*> forwarder_views;
   for (unsigned w = 0; w < workers; ++w) {
-    forwarders.push_back(std::make_unique<Forwarder>((*engine)->worker(w), std::move(plans[w]), forwarder_options, workers));
+    try {
+      forwarders.push_back(std::make_unique<Forwarder>((*engine)->worker(w), std::move(plans[w]), forwarder_options, workers));
+    } catch (const std::bad_alloc&) {
+      stop_ports();
+      fail(control::kExitRuntime, "cannot allocate worker " + std::to_string(w) + "'s shaping wheel for " +
+                                      std::to_string(o.shape_capacity) + " packets (--shape-capacity)");
+    }
     forwarder_views.push_back(forwarders.back().get());
   }
   const auto started_at = std::chrono::steady_clock::now();
@@ -820,8 +837,8 @@ int run(int argc, char** argv) {
     report_if_due(o, now, next_stats, previous, snapshot);
   }
 
-  // Stop: each worker finishes its burst (it holds no mbuf between bursts) and what the others pass it,
-  // then the counters, then the ports. A packet passed on at the very end (placed again under a newer
+  // Stop: each worker finishes its burst and what the others pass it, and sends what shaping still
+  // holds (nothing else stays in a worker between bursts), then the counters, then the ports. A packet passed on at the very end (placed again under a newer
   // rule set) may remain in a ring: freed and counted.
   const auto stopping_at = std::chrono::steady_clock::now();
   g_service.stopping("stopping: the workers finish their bursts, then the final counters");

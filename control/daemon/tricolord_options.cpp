@@ -54,6 +54,9 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
   --flow-cache-entries N  each worker's exact-match flow cache in front of the classifier: N entries of
                         64 B (a power of two, 2 to 16777216; default 0: none; see doc/benchmarks.md)
   --handoff-ring N      mbufs each ring between two workers holds (default 1024; a power of two)
+  --shape-capacity N    packets each worker may hold for shaping rules (`red shape max-delay D`) at once,
+                        0 to 16777216 (default 4096; the pool is sized for them; beyond it a held
+                        packet is dropped and counted)
   --dump-keys FILE      at the stop, write every live key (JSON lines: rule, key, worker, counters)
   --socket PATH         the control socket tricolorctl talks to (default /run/tricolor/tricolor.sock)
   --socket-group NAME   who may use it besides root (the file is given to the group, mode 0660)
@@ -187,6 +190,8 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   std::string placement = "keys";
   app.add_option("--handoff-ring", o.handoff_ring, "N  mbufs each ring between two workers holds (default 1024)")
       ->check(CLI::Range(std::uint32_t{32}, std::uint32_t{1} << 20));
+  app.add_option("--shape-capacity", o.shape_capacity, "N  packets each worker may hold for shaping (default 4096)")
+      ->check(CLI::Range(std::uint32_t{0}, kMaxShapeCapacity));
   app.add_option("--socket", o.socket_path, "PATH  the control socket (default /run/tricolor/tricolor.sock)");
   app.add_option("--socket-group", o.socket_group, "NAME  who may use the socket besides root");
   app.add_option("--audit-log", o.audit_log_path, "FILE  accepted and refused changes (default: syslog)");

@@ -19,6 +19,10 @@ inline constexpr int kExitUsage = 1;    // the command line is wrong
 inline constexpr int kExitPolicy = 2;   // the startup policy cannot be read or is refused
 inline constexpr int kExitRuntime = 3;  // the EAL, a port or memory failed
 
+// The most packets --shape-capacity lets a worker hold (each one an mbuf of the pool and 24 bytes of
+// the wheel's).
+inline constexpr std::uint32_t kMaxShapeCapacity = std::uint32_t{1} << 24;
+
 // How the XDP program is attached: by the driver (native), or by the kernel's generic path (skb).
 enum class XdpMode { native, skb };
 
@@ -42,6 +46,7 @@ struct DaemonOptions {
   bool classifier_no_hash = false;    // rule sets of one shape scanned or in a trie, not hashed
   std::uint64_t flow_cache_entries = 0;  // each worker's flow cache (a power of two); 0: none
   std::uint32_t handoff_ring = 1024;  // mbufs each ring between two workers holds
+  std::uint32_t shape_capacity = 4096;  // packets shaping may hold per worker (their mbufs are the pool's)
   dataplane::PlacementMode placement = dataplane::PlacementMode::keys_by_hash;  // none: a test switch
   bool stamp_generation = false;      // a test switch: the generation in each IPv4 packet's ID
   std::string dump_keys_path;         // at the stop: every live key, with the worker that meters it

@@ -195,6 +195,9 @@ void workers(Exposition& e, const DaemonSnapshot& s) {
        [](const WorkerSnapshot& w) { return w.no_timestamp; }},
       {"tricolor_worker_vlan_restore_failed_packets_total", "Packets dropped: their stripped VLAN tag could not be put back.",
        [](const WorkerSnapshot& w) { return w.vlan_restore_failed; }},
+      {"tricolor_worker_shape_dropped_packets_total",
+       "Packets a shaping rule held, dropped because the worker's timing wheel was full (--shape-capacity).",
+       [](const WorkerSnapshot& w) { return w.shape_overflow; }},
   };
   const auto labels = [](const WorkerSnapshot& w, std::string& id, std::string& lcore) {
     id = std::to_string(w.id);
@@ -221,6 +224,20 @@ void workers(Exposition& e, const DaemonSnapshot& s) {
     labels(w, id, lcore);
     e.sample({{"worker", id}, {"lcore", lcore}, {"direction", "out"}}, w.handed_out);
     e.sample({{"worker", id}, {"lcore", lcore}, {"direction", "in"}}, w.handed_in);
+  }
+  e.family("tricolor_worker_shape_packets_total", "counter",
+           "Shaping: packets put in the worker's timing wheel (held), sent at their tick (released), sent at the stop "
+           "while still held (flushed).");
+  for (const WorkerSnapshot& w : s.workers) {
+    labels(w, id, lcore);
+    e.sample({{"worker", id}, {"lcore", lcore}, {"event", "held"}}, w.shape_held_in);
+    e.sample({{"worker", id}, {"lcore", lcore}, {"event", "released"}}, w.shape_released);
+    e.sample({{"worker", id}, {"lcore", lcore}, {"event", "flushed"}}, w.shape_flushed);
+  }
+  e.family("tricolor_worker_shape_held_packets", "gauge", "Packets the worker's timing wheel holds now (shaping).");
+  for (const WorkerSnapshot& w : s.workers) {
+    labels(w, id, lcore);
+    e.sample({{"worker", id}, {"lcore", lcore}}, w.shape_held);
   }
   if (!s.workers.empty() && s.workers.front().flow_cache) {
     e.family("tricolor_worker_flow_cache_packets_total", "counter",

@@ -161,6 +161,11 @@ int stats(const char*, const char*, rte_tel_data* d) {
     out.add("default_no_match_packets", s.defaults.no_match);
     out.add("default_malformed_packets", malformed);
     out.add("default_dropped_packets", s.defaults.dropped_packets);
+    out.add("shape_held_packets", s.worker.shape_held);
+    out.add("shape_held_in_packets", s.worker.shape_held_in);
+    out.add("shape_released_packets", s.worker.shape_released);
+    out.add("shape_flushed_packets", s.worker.shape_flushed);
+    out.add("shape_dropped_packets", s.worker.shape_overflow);
     out.add("mbufs_in_use", s.mbufs_in_use);
   });
 }

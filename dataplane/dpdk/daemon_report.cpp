@@ -28,6 +28,8 @@ void WorkerSnapshot::add(const WorkerSnapshot& w) noexcept {
   polls += w.polls, idle_polls += w.idle_polls, bursts += w.bursts, packets += w.packets;
   policy_drops += w.policy_drops, no_timestamp += w.no_timestamp, vlan_restore_failed += w.vlan_restore_failed;
   handed_out += w.handed_out, handed_in += w.handed_in, handoff_dropped += w.handoff_dropped;
+  shape_held_in += w.shape_held_in, shape_released += w.shape_released, shape_overflow += w.shape_overflow;
+  shape_flushed += w.shape_flushed, shape_held += w.shape_held;
   flow_cache = flow_cache || w.flow_cache;
   flow_cache_hits += w.flow_cache_hits, flow_cache_misses += w.flow_cache_misses;
 }
@@ -83,6 +85,17 @@ DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* co
                          f.packets.get(), f.policy_drops.get(), f.no_timestamp.get(), f.vlan_restore_failed.get(),
                          f.handed_out.get(), f.handed_in.get(), f.handoff_dropped.get(),
                          engine.worker(static_cast<unsigned>(w)).generation_seen()});
+    {
+      // A packet is counted out after it was counted in: the outs read first (and the difference
+      // saturated, the counters being relaxed) keep held >= 0.
+      WorkerSnapshot& one = s.workers.back();
+      one.shape_released = f.shape_released.get();
+      one.shape_flushed = f.shape_flushed.get();
+      one.shape_overflow = f.shape_overflow.get();
+      one.shape_held_in = f.shape_held_in.get();
+      const std::uint64_t out = one.shape_released + one.shape_flushed;
+      one.shape_held = one.shape_held_in > out ? one.shape_held_in - out : 0;
+    }
     if (const FlowCache* cache = engine.worker(static_cast<unsigned>(w)).flow_cache()) {
       WorkerSnapshot& one = s.workers.back();
       one.flow_cache = true;
@@ -124,6 +137,8 @@ void worker_since(WorkerSnapshot& w, const WorkerSnapshot& base) {
   w.policy_drops -= base.policy_drops, w.no_timestamp -= base.no_timestamp;
   w.vlan_restore_failed -= base.vlan_restore_failed, w.handed_out -= base.handed_out, w.handed_in -= base.handed_in;
   w.handoff_dropped -= base.handoff_dropped;
+  w.shape_held_in -= base.shape_held_in, w.shape_released -= base.shape_released;
+  w.shape_overflow -= base.shape_overflow, w.shape_flushed -= base.shape_flushed;  // shape_held: a level, as now
   w.flow_cache_hits -= base.flow_cache_hits, w.flow_cache_misses -= base.flow_cache_misses;
 }
 
@@ -272,6 +287,10 @@ void print_totals(const DaemonSnapshot& s, std::ostream& out, unsigned sections)
           << w.handoff_dropped << " dropped: a handoff ring was full";
     if (w.flow_cache)
       out << ", flow cache " << w.flow_cache_hits << " hits " << w.flow_cache_misses << " misses";
+    if (w.shape_held_in != 0 || w.shape_overflow != 0)
+      out << ", shaping: " << w.shape_held_in << " held, " << w.shape_released << " released at their tick, "
+          << w.shape_flushed << " sent at the stop, " << w.shape_overflow << " dropped: the wheel was full, "
+          << w.shape_held << " held now";
     if (w.no_timestamp != 0) out << ", " << w.no_timestamp << " without an RX timestamp";
     if (w.vlan_restore_failed != 0) out << ", " << w.vlan_restore_failed << " dropped: their stripped VLAN tag could not be put back";
     out << "; its latest burst saw rule set generation " << w.generation_seen << '\n';
@@ -359,6 +378,11 @@ nlohmann::json to_json(const DaemonSnapshot& s) {
                 {"handoff_dropped", w.handoff_dropped},
                 {"flow_cache_hits", w.flow_cache_hits},
                 {"flow_cache_misses", w.flow_cache_misses},
+                {"shape_held_in", w.shape_held_in},
+                {"shape_released", w.shape_released},
+                {"shape_overflow", w.shape_overflow},
+                {"shape_flushed", w.shape_flushed},
+                {"shape_held", w.shape_held},
                 {"generation_seen", w.generation_seen}};
   };
   doc["worker"] = worker_json(s.worker);  // summed over the workers

@@ -61,6 +61,9 @@ struct WorkerSnapshot {
   std::uint64_t polls = 0, idle_polls = 0, bursts = 0, packets = 0, policy_drops = 0, no_timestamp = 0,
                 vlan_restore_failed = 0, handed_out = 0, handed_in = 0, handoff_dropped = 0;
   std::uint64_t generation_seen = 0;  // of the rule set of its latest burst (summed: the lowest)
+  // Shaping: packets put in its timing wheel, sent at their tick, freed because the wheel was full,
+  // sent at the stop; held now (a level: held_in - released - flushed, read so that it is never negative).
+  std::uint64_t shape_held_in = 0, shape_released = 0, shape_overflow = 0, shape_flushed = 0, shape_held = 0;
   // Its flow cache (--flow-cache-entries): IP packets classified from it, and by the classifier.
   bool flow_cache = false;
   std::uint64_t flow_cache_hits = 0, flow_cache_misses = 0;

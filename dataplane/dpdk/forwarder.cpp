@@ -16,6 +16,7 @@ namespace tricolor::dataplane {
 void Forwarder::run(StopState& stop) noexcept {
   worker_.online();
   while (!stop.requested.load(std::memory_order_relaxed)) {
+    if (!wheel_.empty()) [[unlikely]] release_due(clock_now());
     std::uint32_t received = 0;
     for (const RxQueue& rx : plan_.rx) received += poll_port(rx);
     received += poll_rings();
@@ -27,11 +28,18 @@ void Forwarder::run(StopState& stop) noexcept {
   stop.stopped_receiving.fetch_add(1, std::memory_order_acq_rel);
   for (;;) {
     const bool others_stopped = stop.stopped_receiving.load(std::memory_order_acquire) == workers_;
+    if (!wheel_.empty()) [[unlikely]] release_due(clock_now());
     const std::uint16_t taken = poll_rings();
     worker_.quiescent();
     if (others_stopped && taken == 0) break;
   }
+  flush_held();
   worker_.offline();
+}
+
+std::uint64_t Forwarder::clock_now() const noexcept {
+  // rx_timestamp: time moves with the packets; the latest one's is now.
+  return options_.clock == ClockSource::tsc ? rte_rdtsc() : last_timestamp_;
 }
 
 std::uint16_t Forwarder::poll_port(const RxQueue& rx) noexcept {
@@ -92,19 +100,22 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
   const RuleSet& set = worker_.process(std::span<PacketView>(views, n), std::span<Verdict>(verdicts, n), handed);
 
   // Forwarded packets keep their order; dropped ones go back to the pool together; those another
-  // worker owns are passed on.
+  // worker owns are passed on. Those shaping holds (a delay) stay among the forwarded, in order.
   rte_mbuf* forward[kBurst];
   rte_mbuf* drop[kBurst];
   std::uint16_t forwarded = 0, dropped = 0, unrestored = 0, passed = 0;
+  std::uint32_t delays = 0;  // non-zero: some packet is held
   for (std::uint16_t i = 0; i < n; ++i) {
     if (verdicts[i].handoff) {
       ++passed;
     } else if (verdicts[i].drop) {
       drop[dropped++] = mbufs[i];
     } else if (restore_stripped_vlan(mbufs[i], views[i], options_.vlan_insert[plan_.egress[mbufs[i]->port]])) {
+      delays |= verdicts[i].delay;
       forward[forwarded++] = mbufs[i];
     } else {
       drop[dropped++] = mbufs[i];
+      mbufs[i] = nullptr;  // freed below: not forwarded (shape() reads the burst again)
       ++unrestored;
     }
   }
@@ -118,17 +129,94 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
     if (unrestored != 0) counters_.vlan_restore_failed.add(unrestored);
     rte_pktmbuf_free_bulk(drop, dropped);
   }
-  // By egress port, in order within each (a burst from a port has one; one from a ring may have more).
-  while (forwarded != 0) {
-    const std::uint16_t port = plan_.egress[forward[0]->port];
+  if (delays != 0 || !wheel_.empty()) [[unlikely]] {
+    shape(mbufs, n, views, verdicts);
+    return;
+  }
+  transmit_by_port(forward, forwarded);
+}
+
+// By egress port, in order within each (a burst from a port has one; one from a ring or the wheel may
+// have more). Reorders `packets`.
+void Forwarder::transmit_by_port(rte_mbuf** packets, std::uint16_t count) noexcept {
+  while (count != 0) {
+    const std::uint16_t port = plan_.egress[packets[0]->port];
     rte_mbuf* now[kBurst];
     std::uint16_t sending = 0, later = 0;
-    for (std::uint16_t i = 0; i < forwarded; ++i) {
-      if (plan_.egress[forward[i]->port] == port) now[sending++] = forward[i];
-      else forward[later++] = forward[i];
+    for (std::uint16_t i = 0; i < count; ++i) {
+      if (plan_.egress[packets[i]->port] == port) now[sending++] = packets[i];
+      else packets[later++] = packets[i];
     }
     transmit(port, now, sending);
-    forwarded = later;
+    count = later;
+  }
+}
+
+// The burst's forwarded packets, in time order with the wheel's: before each, what is due by its
+// arrival leaves (a packet of a flow that conforms at its arrival never overtakes one of the flow held
+// before it: the engine gives a meter's packets non-decreasing release ticks), then it leaves, or is
+// held until arrival + delay. With the TSC every packet of a burst has one arrival; with RX timestamps
+// a burst spans time. Draining up to a packet's arrival before inserting also keeps the wheel's cursor
+// there, so that the new release tick lies within the wheel's span.
+void Forwarder::shape(rte_mbuf** mbufs, std::uint16_t n, const PacketView* views, const Verdict* verdicts) noexcept {
+  rte_mbuf* out[kBurst];
+  rte_mbuf* refused[kBurst];
+  std::uint16_t sending = 0, refusals = 0;
+  bool drained = false;
+  std::uint64_t drained_to = 0;  // draining to the same tick again finds nothing: one drain per TSC burst
+  for (std::uint16_t i = 0; i < n; ++i) {
+    const Verdict& v = verdicts[i];
+    if (v.handoff || v.drop || mbufs[i] == nullptr) continue;
+    if (!drained || views[i].arrival != drained_to) {
+      drain_before(views[i].arrival, out, sending);
+      drained = true;
+      drained_to = views[i].arrival;
+    }
+    if (v.delay == 0) {
+      out[sending++] = mbufs[i];
+      if (sending == kBurst) {
+        transmit_by_port(out, sending);
+        sending = 0;
+      }
+    } else if (wheel_.insert(views[i].arrival + v.delay, mbufs[i])) {
+      counters_.shape_held_in.add(1);  // now: it may be released before this burst ends
+    } else {
+      refused[refusals++] = mbufs[i];
+    }
+  }
+  transmit_by_port(out, sending);
+  if (refusals != 0) {
+    counters_.shape_overflow.add(refusals);
+    rte_pktmbuf_free_bulk(refused, refusals);
+  }
+}
+
+// Everything due by `now` appended to out[0, sending), which is sent whenever it fills.
+void Forwarder::drain_before(std::uint64_t now, rte_mbuf** out, std::uint16_t& sending) noexcept {
+  for (;;) {
+    const auto due = static_cast<std::uint16_t>(wheel_.drain(now, std::span<rte_mbuf*>(out + sending, kBurst - sending)));
+    if (due != 0) counters_.shape_released.add(due);
+    sending += due;
+    if (sending < kBurst) return;  // nothing more is due
+    transmit_by_port(out, sending);
+    sending = 0;
+  }
+}
+
+void Forwarder::release_due(std::uint64_t now) noexcept {
+  rte_mbuf* due[kBurst];
+  while (const auto n = static_cast<std::uint16_t>(wheel_.drain(now, std::span<rte_mbuf*>(due, kBurst)))) {
+    counters_.shape_released.add(n);
+    transmit_by_port(due, n);
+  }
+}
+
+// At the stop: every packet still held leaves now, in the order of its tick slots.
+void Forwarder::flush_held() noexcept {
+  rte_mbuf* left[kBurst];
+  while (const auto n = static_cast<std::uint16_t>(wheel_.take_all(std::span<rte_mbuf*>(left, kBurst)))) {
+    counters_.shape_flushed.add(n);
+    transmit_by_port(left, n);
   }
 }
 

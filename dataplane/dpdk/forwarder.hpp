@@ -11,6 +11,13 @@
 // TX queue that takes only part of a burst is retried briefly (while it makes progress), and what it
 // still refuses is freed and counted per port (tx_dropped); a handoff ring that is full drops what it
 // cannot take and counts it (handoff_dropped), so no worker ever waits for another.
+//
+// Shaping (issue 27): a packet the engine holds (Verdict::delay) waits in this worker's timing wheel
+// (timing_wheel.hpp) until its release tick, then leaves like any forwarded packet; a full wheel frees
+// it and counts it (shape_overflow). While the wheel holds anything, each loop reads the clock once and
+// sends what is due; within a burst, what is due by each packet's arrival leaves before it, so that a
+// packet that conforms at once never overtakes a held one of its flow. At the stop what is still held
+// is sent (shape_flushed).
 #include <rte_config.h>
 #include <rte_ring.h>
 #include <rte_spinlock.h>
@@ -22,6 +29,7 @@
 #include <vector>
 
 #include "dataplane/dpdk/mbuf_view.hpp"
+#include "dataplane/dpdk/timing_wheel.hpp"
 #include "dataplane/engine/rule_set.hpp"
 #include "dataplane/engine/worker.hpp"
 
@@ -52,6 +60,10 @@ struct ForwarderOptions {
   // Test instrumentation: each forwarded IPv4 packet carries, in its identification field, the low 16
   // bits of the generation of the rule set it was metered under (tests of live changes).
   bool stamp_generation = false;
+  // Shaping: the packets each worker may hold at once (their mbufs come from the pool, which the daemon
+  // sizes for them), and the wheel's slots: WheelGeometry::for_clock(the clock's rate, kMaxShapeDelayNs).
+  std::uint32_t shape_capacity = 4096;
+  WheelGeometry shape_geometry;
 };
 
 // What a handoff ring carries: the packet and what its receiver learned (rte_ring elements of 16
@@ -77,6 +89,9 @@ struct alignas(64) ForwarderCounters {
   OwnedCounter polls, idle_polls, bursts, packets, policy_drops, no_timestamp, vlan_restore_failed;
   OwnedCounter handed_out, handed_in, handoff_dropped;  // passed to other workers, taken from them, ring full
   std::array<OwnedCounter, RTE_MAX_ETHPORTS> tx_dropped;  // by egress port: refused by its TX queue
+  // Shaping: packets put in the wheel, sent at their tick, freed because the wheel was full, sent at the
+  // stop while still held. Held now: held_in - released - flushed.
+  OwnedCounter shape_held_in, shape_released, shape_overflow, shape_flushed;
 };
 
 // Workers that have stopped receiving from their ports: a worker that stops keeps taking what others
@@ -95,11 +110,16 @@ class Forwarder {
   static constexpr unsigned kTxRetries = 16;
   static constexpr unsigned kTxIdleTries = 2;  // tries in a row that sent nothing: give up on the burst
 
-  Forwarder(Worker& worker, ForwarderPlan plan, const ForwarderOptions& options, unsigned workers) noexcept
-      : worker_(worker), plan_(std::move(plan)), options_(options), workers_(workers) {}
+  // Allocates the timing wheel (std::bad_alloc).
+  Forwarder(Worker& worker, ForwarderPlan plan, const ForwarderOptions& options, unsigned workers)
+      : worker_(worker),
+        plan_(std::move(plan)),
+        options_(options),
+        workers_(workers),
+        wheel_(options.shape_capacity, options.shape_geometry) {}
 
   // Polls until a stop is requested, then, once every worker has stopped receiving, returns having
-  // sent or freed every mbuf it received or was passed.
+  // sent or freed every mbuf it received or was passed, and sent every packet it held.
   void run(StopState& stop) noexcept;
 
   const ForwarderCounters& counters() const noexcept { return counters_; }
@@ -115,6 +135,14 @@ class Forwarder {
   void stamp(rte_mbuf** mbufs, std::uint16_t n, std::uint16_t generation) noexcept;
   void hand_over(rte_mbuf** mbufs, std::uint16_t n, const Verdict* verdicts, std::uint64_t generation) noexcept;
   void transmit(std::uint16_t port, rte_mbuf** packets, std::uint16_t count) noexcept;
+  void transmit_by_port(rte_mbuf** packets, std::uint16_t count) noexcept;
+  // Shaping: the burst's forwarded packets (mbufs[i] neither handed over, dropped nor null) sent or
+  // held, in time order with what the wheel releases.
+  void shape(rte_mbuf** mbufs, std::uint16_t n, const PacketView* views, const Verdict* verdicts) noexcept;
+  void drain_before(std::uint64_t now, rte_mbuf** out, std::uint16_t& sending) noexcept;
+  void release_due(std::uint64_t now) noexcept;
+  void flush_held() noexcept;
+  std::uint64_t clock_now() const noexcept;
   std::uint16_t send(std::uint16_t port, rte_mbuf** packets, std::uint16_t count) noexcept;
 
   Worker& worker_;
@@ -122,6 +150,7 @@ class Forwarder {
   ForwarderOptions options_;
   unsigned workers_;
   std::uint64_t last_timestamp_ = 0;  // the clock of packets without an RX timestamp
+  TimingWheel<rte_mbuf*> wheel_;      // the packets shaping holds
   ForwarderCounters counters_;
 };
 

@@ -447,8 +447,9 @@ def main():
         expect_exit("an interface that does not exist", result, 3,
                     f"--vdev 'net_af_xdp0,iface=nosuch{tag}': the EAL could not create port net_af_xdp0")
 
-        # Too few mbufs for AF_XDP's fill queue: refused before the interface is touched.
-        result = daemons.run(pair, options + ["--mbufs", "1023", "--duration", "3"])
+        # Too few mbufs for AF_XDP's fill queue: refused before the interface is touched. (No room kept
+        # for shaping, --shape-capacity 0: that check comes first and is errors_test's.)
+        result = daemons.run(pair, options + ["--mbufs", "1023", "--shape-capacity", "0", "--duration", "3"])
         expect_exit("--mbufs 1023", result, 3, "net_af_xdp keeps 2048 mbufs in its fill queue", "--mbufs")
         expect("no XDP program left on the interfaces after a refusal",
                t.xdp_program(t.a) is None and t.xdp_program(t.b) is None)
@@ -463,7 +464,8 @@ def main():
         # the two fill queues (2048 mbufs each). tricolord is stopped (SIGSTOP) while 1000 frames go each
         # way: the kernel can put them only into fill-queue mbufs it accepts (inside the memory the PMD
         # registered), and nothing refills the queues until tricolord continues and forwards them all.
-        daemon = start(pair, options + ["--mbufs", "4300"], eal=["--no-huge", "-m", "512"])
+        # The policy does not shape: --shape-capacity 0 keeps the pool at the fill queues' size.
+        daemon = start(pair, options + ["--mbufs", "4300", "--shape-capacity", "0"], eal=["--no-huge", "-m", "512"])
         many_forward = [udp_frame(5002, seq) for seq in range(1000)]
         many_backward = [udp_frame(5002, seq, src="10.9.0.2", dst="10.9.0.1") for seq in range(1000)]
         sent = [("oa", f) for f in many_forward] + [("ob", f) for f in many_backward]

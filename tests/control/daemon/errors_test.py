@@ -99,10 +99,22 @@ with tempfile.TemporaryDirectory(prefix="tricolord-errors-") as tmp:
             f.write(struct.pack("<IIII", i, 0, len(frame), len(frame)) + frame)
     infinite = f"net_pcap0,rx_pcap={replayed},tx_pcap={out},infinite_rx=1"
     case("--mbufs too few for an infinite_rx capture", eal("infinite", infinite) + ["--", "--policy", good, "--mbufs", "2047"],
-         1, "--mbufs 2047 is too few", "net_pcap0's capture", "holds 5000", "give at least 5128",
+         1, "--mbufs 2047 is too few", "net_pcap0's capture", "holds 5000",
+         "shaping may hold 1 worker x --shape-capacity 4096 = 4096 packets", "give at least 9224",
          absent=["Not enough mbufs"])
     case("an infinite_rx capture sizes the pool", eal("infinite-sized", infinite) + ["--", "--policy", good, "--duration", "0.5"],
-         0, "8191 mbufs", absent=["Not enough mbufs"])
+         0, "16383 mbufs", absent=["Not enough mbufs"])  # the capture's 5000 and shaping's 4096 among them
+
+    # Shaping (issue 27): each worker may hold --shape-capacity packets in mbufs of the pool. The
+    # default pool counts them; a --mbufs without room for them is refused, naming both numbers.
+    case("--mbufs too few for what shaping holds", eal("shape-few", "net_null0") + ["--", "--policy", good, "--mbufs", "4000"],
+         1, "--mbufs 4000 is too few", "shaping may hold 1 worker x --shape-capacity 4096 = 4096 packets",
+         "the workers' bursts need 128", "give at least 4224", "lower --shape-capacity")
+    case("--mbufs with a smaller --shape-capacity", eal("shape-small", "net_null0") +
+         ["--", "--policy", good, "--mbufs", "4000", "--shape-capacity", "1000", "--duration", "0.3",
+          "--socket", os.path.join(tmp, "shape-small.sock")], 0, "4000 mbufs")
+    case("--shape-capacity beyond the limit", ["--", "--policy", good, "--shape-capacity", "16777217"], 1, "--shape-capacity")
+    case("--shape-capacity negative", ["--", "--policy", good, "--shape-capacity", "-1"], 1, "--shape-capacity")
 
 if failures:
     print("\n\n".join(failures))

@@ -181,6 +181,9 @@ def bracket(s1, st, s2):
         one(f"worker {w['worker']} busy polls", "tricolor_worker_polls_total", {**labels, "result": "busy"},
             w["polls"] - w["idle_polls"])
         one(f"worker {w['worker']} policy drops", "tricolor_worker_policy_dropped_packets_total", labels, w["policy_drops"])
+        for event, field in (("held", "shape_held_in"), ("released", "shape_released"), ("flushed", "shape_flushed")):
+            one(f"worker {w['worker']} shape {event}", "tricolor_worker_shape_packets_total", {**labels, "event": event}, w[field])
+        one(f"worker {w['worker']} shape dropped", "tricolor_worker_shape_dropped_packets_total", labels, w["shape_overflow"])
     return bad, grew
 
 

@@ -62,6 +62,11 @@ DaemonSnapshot sample_snapshot() {
   worker.handed_out = 11;
   worker.handed_in = 12;
   worker.generation_seen = 6;
+  worker.shape_held_in = 20;
+  worker.shape_released = 13;
+  worker.shape_flushed = 2;
+  worker.shape_overflow = 4;
+  worker.shape_held = 5;
   s.workers = {worker};
   s.mbufs_in_use = 99;
   return s;
@@ -124,6 +129,11 @@ TEST(Prometheus, PortsAndWorkers) {
   EXPECT_TRUE(has_line(text, R"(tricolor_worker_polls_total{worker="0",lcore="1",result="idle"} 3)"));
   EXPECT_TRUE(has_line(text, R"(tricolor_worker_handoff_packets_total{worker="0",lcore="1",direction="in"} 12)"));
   EXPECT_TRUE(has_line(text, R"(tricolor_worker_rule_set_generation{worker="0",lcore="1"} 6)"));
+  EXPECT_TRUE(has_line(text, R"(tricolor_worker_shape_packets_total{worker="0",lcore="1",event="held"} 20)"));
+  EXPECT_TRUE(has_line(text, R"(tricolor_worker_shape_packets_total{worker="0",lcore="1",event="released"} 13)"));
+  EXPECT_TRUE(has_line(text, R"(tricolor_worker_shape_packets_total{worker="0",lcore="1",event="flushed"} 2)"));
+  EXPECT_TRUE(has_line(text, R"(tricolor_worker_shape_dropped_packets_total{worker="0",lcore="1"} 4)"));
+  EXPECT_TRUE(has_line(text, R"(tricolor_worker_shape_held_packets{worker="0",lcore="1"} 5)"));
 }
 
 // The format's rules: each family's HELP and TYPE once, before its samples, and its samples together;

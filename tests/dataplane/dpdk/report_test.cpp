@@ -3,6 +3,8 @@
 // start rather than wrapping below zero.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "dataplane/dpdk/daemon_report.hpp"
 
 namespace tricolor::dataplane {
@@ -49,6 +51,33 @@ TEST(ReportSince, ARuleAddedSinceHasNoBaseline) {
   DaemonSnapshot now = snapshot(1000, 0, 300, 900);
   now.rules[0].name = "new";
   EXPECT_EQ(since(now, snapshot(400, 0, 100, 350)).rules[0].counters.packets[0], 300u);
+}
+
+TEST(ReportShaping, CountsSinceTheBaselineHeldIsALevel) {
+  DaemonSnapshot base = snapshot(0, 0, 0, 0), now = snapshot(0, 0, 0, 0);
+  base.workers[0].shape_held_in = 10, base.workers[0].shape_released = 4, base.workers[0].shape_held = 6;
+  now.workers[0].shape_held_in = 25, now.workers[0].shape_released = 15, now.workers[0].shape_flushed = 0;
+  now.workers[0].shape_overflow = 3, now.workers[0].shape_held = 10;
+  const DaemonSnapshot s = since(now, base);
+  EXPECT_EQ(s.workers[0].shape_held_in, 15u);
+  EXPECT_EQ(s.workers[0].shape_released, 11u);
+  EXPECT_EQ(s.workers[0].shape_overflow, 3u);
+  EXPECT_EQ(s.workers[0].shape_held, 10u);  // held now, not held since
+}
+
+TEST(ReportShaping, InTheJsonPerWorkerAndSummed) {
+  DaemonSnapshot s = snapshot(0, 0, 0, 0);
+  s.workers[0].shape_held_in = 7, s.workers[0].shape_released = 2, s.workers[0].shape_flushed = 1;
+  s.workers[0].shape_overflow = 5, s.workers[0].shape_held = 4;
+  s.worker = s.workers[0];
+  const nlohmann::json doc = to_json(s);
+  for (const nlohmann::json& w : {doc["workers"][0], doc["worker"]}) {
+    EXPECT_EQ(w["shape_held_in"], 7u);
+    EXPECT_EQ(w["shape_released"], 2u);
+    EXPECT_EQ(w["shape_flushed"], 1u);
+    EXPECT_EQ(w["shape_overflow"], 5u);
+    EXPECT_EQ(w["shape_held"], 4u);
+  }
 }
 
 }  // namespace
