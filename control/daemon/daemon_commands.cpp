@@ -444,6 +444,12 @@ protocol::Reply DaemonCommands::keys(const std::string& line, bool json) {
                   tokens_text(found->state.level[0], hz) + " " + unit;
       if (second) text_out += ", " + std::string(second) + " " + tokens_text(found->state.level[1], hz) + " " + unit;
     }
+    if (def.per_key.max_flows != 0) {  // flows per key: its open flows against its limit
+      j["open_flows"] = found->counters.open_flows;
+      j["max_flows"] = def.per_key.max_flows;
+      text_out += "\n  open flows: " + std::to_string(found->counters.open_flows) + " of max-flows " +
+                  std::to_string(def.per_key.max_flows);
+    }
     j.update(colors_json(found->counters));
     if (json) return ok("", dump(j));
     text_out += "\n  since the key was created:";

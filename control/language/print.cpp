@@ -177,6 +177,13 @@ std::string format_rule(const Rule& rule) {
       clause("capacity", format_capacity(rule.per_key.capacity));
     if (rule.per_key.fallback != per_defaults.fallback)
       clause("fallback", std::string(format_fallback(rule.per_key.fallback)));
+    if (rule.per_key.max_flows != 0) {
+      clause("max-flows", std::to_string(rule.per_key.max_flows));
+      if (rule.per_key.flow_timeout_ns != per_defaults.flow_timeout_ns)
+        clause("flow-timeout", format_duration(rule.per_key.flow_timeout_ns));
+      if (rule.per_key.flow_capacity != per_defaults.flow_capacity)
+        clause("flow-capacity", format_capacity(rule.per_key.flow_capacity));
+    }
   }
   if (rule.parent) clause("parent", *rule.parent);
   if (rule.cluster) clause("cluster", *rule.cluster);

@@ -32,10 +32,11 @@ struct ClauseSpec {
 };
 // clang-format off
 enum class Clause : std::uint8_t {
-  port, vlan, src, dst, proto, sport, dport, dscp, profile, per, timeout, capacity, fallback, parent, cluster, input, length
+  port, vlan, src, dst, proto, sport, dport, dscp, profile, per, timeout, capacity, fallback, parent, cluster, input, length,
+  max_flows, flow_timeout, flow_capacity
 };
 // clang-format on
-constexpr std::size_t kClauseCount = 17;
+constexpr std::size_t kClauseCount = 20;
 constexpr std::array<ClauseSpec, kClauseCount> kClauses{{
     {"port", kExpectPorts},
     {"vlan", kExpectVlan},
@@ -54,6 +55,9 @@ constexpr std::array<ClauseSpec, kClauseCount> kClauses{{
     {"cluster", "a profile name"},
     {"input", kExpectInput},
     {"length", kExpectLength},
+    {"max-flows", kExpectMaxFlows},
+    {"flow-timeout", kExpectDuration},
+    {"flow-capacity", kExpectFlowCapacity},
 }};
 
 // After 'input map': [pcp-map NAME] [dscp-map NAME] [unmapped COLOR], in any order, each at most once,
@@ -102,6 +106,7 @@ Expected<Rule> parse_rule_body(Cursor& c, const Store& store, std::string_view n
   std::string_view first_pair;    // for the error when the input is blind
   std::string_view ports_clause;  // sport or dport, for the error when the protocol has no ports
   std::string_view per_clause;    // timeout, capacity or fallback, for the error when there is no 'per'
+  std::string_view flow_clause;   // flow-timeout or flow-capacity, for the error when there is no 'max-flows'
 
   while (!c.done()) {
     const std::string_view key = c.take();
@@ -209,6 +214,28 @@ Expected<Rule> parse_rule_body(Cursor& c, const Store& store, std::string_view n
           if (per_clause.empty()) per_clause = key;
           break;
         }
+        case max_flows: {
+          const auto flows = parse_number(token, dataplane::kMaxFlowsPerKey);
+          if (!flows || *flows == 0) return at(token, cat("expected ", kExpectMaxFlows));
+          rule.per_key.max_flows = static_cast<std::uint32_t>(*flows);
+          if (per_clause.empty()) per_clause = key;
+          break;
+        }
+        case flow_timeout: {
+          const auto ns = parse_timeout(token);
+          if (!ns) return ns.error();
+          rule.per_key.flow_timeout_ns = *ns;
+          if (flow_clause.empty()) flow_clause = key;
+          break;
+        }
+        case flow_capacity: {
+          const auto flows = parse_capacity(token);
+          if (!flows) return flows.error();
+          if (*flows > dataplane::kMaxFlowCapacity) return at(token, "flow-capacity must be 1 to 16m (16777216) flows");
+          rule.per_key.flow_capacity = *flows;
+          if (flow_clause.empty()) flow_clause = key;
+          break;
+        }
         case input:
           if (token == "blind") {
             rule.input = InputColor::blind;
@@ -269,6 +296,14 @@ Expected<Rule> parse_rule_body(Cursor& c, const Store& store, std::string_view n
   if (!seen[static_cast<std::size_t>(profile)]) return Error{"", "missing 'profile PROFILE'"};
   if (!per_clause.empty() && !seen[static_cast<std::size_t>(per)])
     return at(per_clause, cat(per_clause, " needs per-key meters: add 'per KEY' (src, dst, src+dport or 5-tuple)"));
+  if (!flow_clause.empty() && rule.per_key.max_flows == 0)
+    return at(flow_clause, cat(flow_clause, " needs a flow limit: add 'max-flows N'"));
+  if (rule.per_key.max_flows != 0) {
+    if (rule.per_key.kind == dataplane::KeyKind::five_tuple)
+      return at("max-flows", "max-flows needs a key of several flows: with per 5-tuple each key is one flow");
+    if (rule.on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns)
+      return at("max-flows", "a max-flows rule cannot shape: a refused flow's packet is red and never conforms later");
+  }
   if (rule.on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns) {
     if (rule.input != InputColor::blind) return at("shape", "a shaping rule is color-blind: it cannot have 'input dscp' or 'input map'");
     if (rule.parent) return at("shape", "a shaping rule cannot have a parent meter: the parent would color a packet again after its release");

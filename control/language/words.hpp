@@ -90,7 +90,7 @@ bool for_each_item(std::string_view text, char separator, Visit visit) {
 // ---- vocabulary ----------------------------------------------------------------------------------
 
 // clang-format off
-inline constexpr std::array<std::string_view, 77> kKeywords{
+inline constexpr std::array<std::string_view, 80> kKeywords{
     "profile", "rule",   "add",   "change", "delete", "list",    "show",      "default",
     "first",   "last",   "before", "after", "port",   "vlan",    "src",       "dst",
     "proto",   "sport",  "dport", "dscp",   "input",  "length",  "blind",     "green",
@@ -104,6 +104,8 @@ inline constexpr std::array<std::string_view, 77> kKeywords{
     "buckets", "tolerance", "max-burst", "period", "cold-factor",
     // shaping (issue 27)
     "shape", "max-delay",
+    // concurrent flows per key (issue 27)
+    "max-flows", "flow-timeout", "flow-capacity",
 };
 // clang-format on
 
@@ -320,7 +322,7 @@ inline constexpr std::string_view kExpectAction = "an action: forward, drop, rem
 inline constexpr std::string_view kExpectShapeDelay = "a maximum delay such as 5ms or 200us (1us to 1s)";
 inline constexpr std::string_view kExpectClause =
     "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, per, timeout, capacity, "
-    "fallback, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
+    "fallback, max-flows, flow-timeout, flow-capacity, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
     "green>yellow)";
 inline constexpr std::string_view kExpectPerKey =
     "a key: src, dst, src+dport or 5-tuple, optionally with address masks such as src/24 or src/24,64";
@@ -329,6 +331,9 @@ inline constexpr std::string_view kExpectDuration =
 inline constexpr std::string_view kExpectCount = "a whole number such as 8 (no unit)";
 inline constexpr std::string_view kExpectCapacity =
     "a number of keys such as 4096, 64k or 1m (k = 1024, m = 1048576)";
+inline constexpr std::string_view kExpectMaxFlows = "a number of flows per key, 1 to 16777216";
+inline constexpr std::string_view kExpectFlowCapacity =
+    "a number of flows per worker such as 4096, 64k or 1m (1 to 16m)";
 inline constexpr std::string_view kExpectFallback = "a fallback: aggregate, default or drop";
 inline constexpr std::string_view kExpectColor = "a color: green, yellow or red";
 inline constexpr std::string_view kExpectColorMapKind = "a color map kind: dscp or pcp";

@@ -96,6 +96,13 @@ void rules(Exposition& e, const DaemonSnapshot& s) {
            "Packets a shaping rule (red shape max-delay D) held to leave later; its late ones are its red packets.");
   for (const RuleSnapshot& r : s.rules)
     if (r.shaping) e.sample({{"rule", r.name}}, r.counters.shaped_packets);
+  e.family("tricolor_rule_flows_opened_total", "counter", "Flows a max-flows rule opened (flows per key).");
+  for (const RuleSnapshot& r : s.rules)
+    if (r.max_flows) e.sample({{"rule", r.name}}, r.counters.flows_opened);
+  e.family("tricolor_rule_flows_refused_packets_total", "counter",
+           "Packets of new flows a max-flows rule refused: their key had max-flows open, or the flow table was full.");
+  for (const RuleSnapshot& r : s.rules)
+    if (r.max_flows) e.sample({{"rule", r.name}}, r.counters.flows_refused);
   e.family("tricolor_rule_table_full_packets_total", "counter",
            "Packets of new keys of a per-key rule that found its table full (metered by the rule's overflow meter).");
   for (const RuleSnapshot& r : s.rules)

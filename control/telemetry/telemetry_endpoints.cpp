@@ -177,6 +177,10 @@ Dict rule_dict(const dataplane::RuleSnapshot& rule) {
   dict.add("dropped_packets", rule.counters.dropped_packets);
   dict.add("dropped_bytes", rule.counters.dropped_bytes);
   if (rule.shaping) dict.add("shaped_packets", rule.counters.shaped_packets);
+  if (rule.max_flows) {
+    dict.add("flows_opened", rule.counters.flows_opened);
+    dict.add("flows_refused", rule.counters.flows_refused);
+  }
   if (rule.keyed) {
     dict.add("live_keys", rule.live_keys);
     dict.add("keys_created", rule.counters.keys_created);

@@ -54,6 +54,7 @@ DaemonSnapshot take_snapshot(const Engine& engine, std::span<const Forwarder* co
     rule.name = policy.rules[r].name;
     rule.keyed = policy.rules[r].per_key.kind != KeyKind::none;
     rule.shaping = policy.rules[r].on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns.has_value();
+    rule.max_flows = policy.rules[r].per_key.max_flows != 0;
     rule.placement = engine.placement(r);
     rule.counters = engine.counters(r);
     if (rule.keyed) {
@@ -121,13 +122,16 @@ bool covers(const std::array<std::uint64_t, N>& a, const std::array<std::uint64_
 
 RuleCounters rule_since(const RuleCounters& now, const RuleCounters& base) {
   if (!covers(now.packets, base.packets) || !covers(now.bytes, base.bytes) || now.dropped_packets < base.dropped_packets ||
-      now.keys_created < base.keys_created || now.table_full < base.table_full || now.shaped_packets < base.shaped_packets)
+      now.keys_created < base.keys_created || now.table_full < base.table_full || now.shaped_packets < base.shaped_packets ||
+      now.flows_opened < base.flows_opened || now.flows_refused < base.flows_refused)
     return now;
   RuleCounters c = now;
   for (std::size_t k = 0; k < 3; ++k) c.packets[k] -= base.packets[k], c.bytes[k] -= base.bytes[k];
   c.dropped_packets -= base.dropped_packets, c.dropped_bytes -= base.dropped_bytes;
   c.keys_created -= base.keys_created, c.keys_renewed -= base.keys_renewed, c.table_full -= base.table_full;
   c.shaped_packets -= base.shaped_packets;
+  c.flows_opened -= base.flows_opened, c.flows_closed -= base.flows_closed, c.flows_expired -= base.flows_expired;
+  c.flows_refused -= base.flows_refused, c.flow_table_full -= base.flow_table_full;
   // first/last tick stay: when the rule first and last metered, not since the reset
   return c;
 }
@@ -243,6 +247,9 @@ void print_totals(const DaemonSnapshot& s, std::ostream& out, unsigned sections)
       out << "; nothing metered";
     }
     if (rule.shaping) out << "; shaping: " << c.shaped_packets << " held, " << c.packets[2] << " late (dropped)";
+    if (rule.max_flows)
+      out << "; flows: " << c.flows_opened << " opened, " << c.flows_closed << " closed, " << c.flows_expired
+          << " expired, " << c.flows_refused << " refused (" << c.flow_table_full << " table full)";
     if (rule.keyed)
       out << "; keys " << rule.live_keys << " live, " << c.keys_created << " created, " << c.keys_renewed << " renewed, "
           << c.table_full << " packets found the table full, " << rule.keys_starved << " starved";
@@ -342,6 +349,9 @@ nlohmann::json to_json(const DaemonSnapshot& s) {
     r["last_tick"] = c.metered ? json(c.last_tick) : json(nullptr);
     r["placement"] = placement_name(rule.placement);
     if (rule.shaping) r["shaped_packets"] = c.shaped_packets;  // held to leave later; the late ones are red
+    if (rule.max_flows)
+      r["flows"] = {{"opened", c.flows_opened}, {"closed", c.flows_closed}, {"expired", c.flows_expired},
+                    {"refused_packets", c.flows_refused}, {"table_full_packets", c.flow_table_full}};
     if (rule.keyed)
       r["keys"] = {{"live", rule.live_keys},     {"created", c.keys_created}, {"renewed", c.keys_renewed},
                    {"table_full", c.table_full}, {"starved", rule.keys_starved}, {"capacity_per_worker", rule.worker_capacity}};

@@ -37,6 +37,7 @@ struct RuleSnapshot {
   std::string name;
   bool keyed = false;
   bool shaping = false;  // red shape max-delay D: counters.shaped_packets says how many it held
+  bool max_flows = false;  // per KEY max-flows N: counters.flows_* say what its flows did
   Placement placement = Placement::shared;
   std::uint32_t worker_capacity = 0;  // per-key rules: each worker's share of the capacity
   RuleCounters counters;              // summed over the workers

@@ -29,6 +29,7 @@ struct Engine::Slot {
   std::vector<std::unique_ptr<WorkerRuleCounters>> counters;  // per worker
   PerKey per_key;                                           // the key tables' configuration
   std::vector<std::unique_ptr<KeyedMeters>> keys;           // per worker (per-key rules)
+  std::vector<std::unique_ptr<FlowTable>> flows;            // per worker (max-flows rules), with `keys`
   // Placement off (a test switch): each worker's own aggregate and parent meters.
   std::vector<std::unique_ptr<policer::SharedMeter>> local_aggregates, local_parents;
 };
@@ -40,6 +41,7 @@ struct Engine::Retired {
   std::vector<std::unique_ptr<Slot>> slots;                   // deleted rules
   std::vector<std::unique_ptr<policer::SharedMeter>> meters;  // parent meters given up
   std::vector<std::unique_ptr<KeyedMeters>> tables;           // key tables replaced or given up
+  std::vector<std::unique_ptr<FlowTable>> flow_tables;        // flow tables, the same
 };
 
 // Everything a policy change needs, made aside by prepare() (which may fail, or run out of memory,
@@ -54,6 +56,7 @@ struct Engine::Plan {
     std::vector<std::unique_ptr<policer::SharedMeter>> new_local_parents;  // the same, per worker (placement off)
     bool drop_parent = false;                          // the rule has no parent any more
     std::vector<std::unique_ptr<KeyedMeters>> new_keys;  // per worker: the rule's tables made afresh
+    std::vector<std::unique_ptr<FlowTable>> new_flows;   // per worker, with new_keys (max-flows rules)
     bool drop_keys = false;                              // the rule has no key tables any more
   };
   EngineLimits limits;
@@ -107,9 +110,36 @@ Expected<bool> check_shaping(const Rule& rule, const policer::Params& params, po
   return true;
 }
 
+// Key tables and flow tables go together: a key counts the flows of its rule's flow table (its entry's
+// open_flows), so a new flow table (max-flows on or off, another flow-timeout or flow-capacity)
+// comes with new key tables, and new key tables with a new flow table. max-flows N alone may change.
 bool same_tables(const PerKey& a, const PerKey& b) {
+  const bool flows = a.max_flows != 0;
   return a.kind == b.kind && a.ipv4_prefix == b.ipv4_prefix && a.ipv6_prefix == b.ipv6_prefix &&
-         a.capacity == b.capacity && a.idle_timeout_ns == b.idle_timeout_ns;
+         a.capacity == b.capacity && a.idle_timeout_ns == b.idle_timeout_ns && flows == (b.max_flows != 0) &&
+         (!flows || (a.flow_timeout_ns == b.flow_timeout_ns && a.flow_capacity == b.flow_capacity));
+}
+
+// Flows per key need keys of several flows (not per 5-tuple: each key is one flow) and a red packet
+// that is dropped or forwarded now (a refused flow's packet never conforms later: no shaping).
+Expected<bool> check_max_flows(const Rule& rule) {
+  const PerKey& per = rule.per_key;
+  if (per.max_flows == 0) return true;
+  const auto fail = [&](const std::string& why) { return Error{rule.name, "rule " + rule.name + ": max-flows: " + why}; };
+  if (per.kind == KeyKind::none) return fail("needs per-key meters ('per KEY')");
+  if (per.kind == KeyKind::five_tuple) return fail("with per 5-tuple each key is one flow");
+  if (per.max_flows > kMaxFlowsPerKey) return fail("at most 16777216 flows per key");
+  if (per.flow_capacity == 0 || per.flow_capacity > kMaxFlowCapacity) return fail("flow-capacity must be 1 to 16777216");
+  if (rule.on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns) return fail("cannot shape");
+  return true;
+}
+
+Error flow_table_unavailable(const Rule& rule) {
+  const std::uint32_t capacity = rule.per_key.flow_capacity;
+  return Error{rule.name, "rule " + rule.name + ": cannot allocate its flow table: flow-capacity " + capacity_text(capacity) +
+                              " flows needs " + bytes_text(FlowTable::bytes_for(capacity)) + " per worker (" +
+                              std::to_string(FlowTable::slots_for(capacity)) +
+                              " slots of 64 bytes), resident from the start: out of memory"};
 }
 
 // The classifier depends on the rules' matches and their order only.
@@ -281,6 +311,7 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
         return Error{*map, "rule " + rule.name + ": no such color map " + quote(*map)};
     }
     if (auto shaped = check_shaping(rule, profile_defs.at(rule.profile)->params, tick_rate_); !shaped) return shaped.error();
+    if (auto flows = check_max_flows(rule); !flows) return flows.error();
   }
 
   auto set = std::make_unique<RuleSet>();
@@ -314,6 +345,7 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
   plan.retired.slots.reserve(slots_.size());
   plan.retired.meters.reserve(n * (local_meters(workers) ? workers + 1 : 1));
   plan.retired.tables.reserve(n * workers);
+  plan.retired.flow_tables.reserve(n * workers);
   for (std::size_t i = 0; i < n; ++i) {
     const Rule& rule = policy.rules[i];
     Plan::RulePlan& rp = plan.rules[i];
@@ -391,6 +423,13 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
           return key_index_unavailable(rule);
         }
         rp.new_keys.push_back(std::move(table));
+        if (rule.per_key.max_flows == 0) continue;
+        auto flows = FlowTable::make(rule.per_key.flow_capacity, ticks(rule.per_key.flow_timeout_ns, tick_rate_), *memory_[w]);
+        if (!flows) {
+          plan.short_of_memory = true;
+          return flow_table_unavailable(rule);
+        }
+        rp.new_flows.push_back(std::move(flows));
       }
     }
     rp.drop_keys = !keyed && !slot.keys.empty();
@@ -445,6 +484,7 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
       WorkerRule& mine = set->worker_rules[i * workers + w];
       mine.counters = slot.counters[w].get();
       if (keyed) mine.keys = keys_kept ? slot.keys[w].get() : rp.new_keys[w].get();
+      if (rule.per_key.max_flows != 0) mine.flows = keys_kept ? slot.flows[w].get() : rp.new_flows[w].get();
       const bool local = local_meters(workers);
       mine.aggregate = local ? slot.local_aggregates[w].get() : c.aggregate;
       if (rule.parent) mine.parent = !local ? c.parent : rp.new_parent ? rp.new_local_parents[w].get() : slot.local_parents[w].get();
@@ -487,7 +527,9 @@ void Engine::commit(Plan& plan) noexcept {
     slot.parent_history = std::move(rp.parent_history);
     if (!rp.new_keys.empty() || rp.drop_keys) {
       for (auto& table : slot.keys) retired.tables.push_back(std::move(table));
+      for (auto& table : slot.flows) retired.flow_tables.push_back(std::move(table));
       slot.keys = std::move(rp.new_keys);
+      slot.flows = std::move(rp.new_flows);
     }
     slot.per_key = policy.rules[i].per_key;
   }

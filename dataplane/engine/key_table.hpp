@@ -85,6 +85,11 @@ namespace tricolor::dataplane {
 struct KeyCounters {  // per key, per output color
   std::array<std::uint64_t, 3> packets{};
   std::array<std::uint64_t, 3> bytes{};
+  // Max-flows rules (flow_table.hpp): the key's open flows, and which life of the key's entry this is
+  // (the table's count of keys created or renewed when it began), so that a flow opened in an earlier
+  // life is not subtracted from this one. Filling the entry's last 8 bytes.
+  std::uint32_t open_flows = 0;
+  std::uint32_t incarnation = 0;
 };
 
 namespace key_table_detail {
@@ -263,6 +268,20 @@ class KeyTable {
       if (static_cast<std::uint32_t>(s >> 32) == tag) {
         Entry* e = entry_at(static_cast<std::uint32_t>(s) - 1);
         if (same_key(e->key, key)) [[likely]] return found(*e, now, fresh, outcome);
+      }
+    }
+  }
+
+  // The key's entry, or nullptr: a look-up that creates and renews nothing (a max-flows rule's sweep
+  // closing a flow of that key).
+  Entry* find(const Key& key, std::uint64_t hash) const noexcept {
+    const auto tag = static_cast<std::uint32_t>(hash >> 32);
+    for (std::size_t pos = hash & mask_;; pos = (pos + 1) & mask_) {
+      const std::uint64_t s = slots_[pos];
+      if (s == 0) return nullptr;
+      if (static_cast<std::uint32_t>(s >> 32) == tag) {
+        Entry* e = entry_at(static_cast<std::uint32_t>(s) - 1);
+        if (same_key(e->key, key)) return e;
       }
     }
   }
@@ -589,10 +608,11 @@ class KeyTable {
     return hash(entry_at(static_cast<std::uint32_t>(slot) - 1)->key) & mask_;
   }
 
-  static void write_fresh(Entry& e, const policer::State& fresh) noexcept {
+  void write_fresh(Entry& e, const policer::State& fresh) noexcept {
     begin_write(e);
     e.state = fresh;
     e.counters = KeyCounters{};
+    e.counters.incarnation = ++incarnations_;
     end_write(e);
   }
 
@@ -609,6 +629,7 @@ class KeyTable {
     e.key = key;
     e.state = fresh;
     e.counters = KeyCounters{};
+    e.counters.incarnation = ++incarnations_;
     end_write(e);
     slots_[pos] = (hash >> 32 << 32) | (std::uint64_t{index} + 1);
     set_live(live() + 1);
@@ -825,6 +846,7 @@ class KeyTable {
   Entry** mem_ = nullptr;      // per chunk: its entries (owner's copy; kept while deferred)
   std::uint64_t idle_;
   SecretHash<KeySize> hash_;
+  std::uint32_t incarnations_ = 0;  // keys created or renewed (wrapping: a flow 2^32 lives old is long closed)
   // Live keys: written by the owner alone (a relaxed load and store, no read-modify-write: the cost
   // of a plain increment), read by any thread.
   std::atomic<std::size_t> size_{0};

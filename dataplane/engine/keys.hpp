@@ -71,6 +71,24 @@ inline void make_key(const PerKey& per, const Parsed& p, MeterKey& key) noexcept
   if (detail::has_dst(per.kind)) detail::copy_masked(key.data() + dst(true), p.dst.data(), 16, per.ipv6_prefix);
 }
 
+// A flow of a max-flows rule (flow_table.hpp): its 5-tuple, whole addresses, in the key layout.
+inline constexpr PerKey kFlowKey{.kind = KeyKind::five_tuple};
+
+// The meter key of a rule's key definition for a flow's 5-tuple (a flow table's sweep closing a flow
+// finds its key this way: the flow's fields are a superset of any key's).
+inline void key_of_flow(const PerKey& per, const MeterKey& flow, MeterKey& key) noexcept {
+  using namespace key_layout;
+  Parsed p;
+  p.l3 = flow[family] == 6 ? L3::ipv6 : L3::ipv4;
+  p.protocol = flow[protocol];
+  p.src_port = static_cast<std::uint16_t>(flow[src_port] << 8 | flow[src_port + 1]);
+  p.dst_port = static_cast<std::uint16_t>(flow[dst_port] << 8 | flow[dst_port + 1]);
+  const bool ipv6 = p.l3 == L3::ipv6;
+  std::memcpy(p.src.data(), flow.data() + src, ipv6 ? 16 : 4);
+  std::memcpy(p.dst.data(), flow.data() + dst(ipv6), ipv6 ? 16 : 4);
+  make_key(per, p, key);
+}
+
 // The order an operator reads keys in (ties of `key list`): family, source, destination, source port,
 // destination port, protocol, whatever the byte layout.
 inline bool key_less(const MeterKey& a, const MeterKey& b) noexcept {

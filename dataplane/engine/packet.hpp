@@ -54,6 +54,7 @@ struct Parsed {
   std::uint8_t frame_vlans = 0;       // tags in the frame (0..2), a stripped one not counted
   std::uint16_t vlan_id = 0;          // the outermost tag's VLAN id (the stripped tag's if any)
   std::uint8_t pcp = 0;               // the outermost tag's priority code point
+  std::uint8_t tcp_flags = 0;         // TCP (unfragmented or first fragment): FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10
   std::uint16_t outer_tci_offset = 0; // offset of the outermost in-frame tag's TCI; 0 when none
   std::uint16_t l3_offset = 0;
   std::uint16_t l3_length = 0;        // IPv4 total length; IPv6 40 + payload length
@@ -66,5 +67,10 @@ struct Parsed {
   std::array<std::uint8_t, 16> src{};
   std::array<std::uint8_t, 16> dst{};
 };
+static_assert(sizeof(Parsed) == 54, "a burst builds 32 of these: tcp_flags fills what was padding");
+
+namespace tcp_flag {
+inline constexpr std::uint8_t fin = 0x01, syn = 0x02, rst = 0x04, ack = 0x10;
+}
 
 }  // namespace tricolor::dataplane

@@ -107,6 +107,11 @@ ParseError parse_ports(const std::uint8_t* frame, std::uint32_t readable_end, st
   if (l4_offset + kL4PortsLength > readable_end) return ParseError::truncated_l4;
   out.src_port = load_be16(frame + l4_offset);
   out.dst_port = load_be16(frame + l4_offset + kDestinationPortOffset);
+  // TCP flags (flows per key): read when captured; a header cut before them is no error (ports
+  // suffice to classify), the packet then has no flags.
+  constexpr std::uint32_t kTcpFlagsOffset = 13;
+  if (out.protocol == ip_protocol::tcp && l4_offset + kTcpFlagsOffset < readable_end)
+    out.tcp_flags = frame[l4_offset + kTcpFlagsOffset];
   return ParseError::none;
 }
 

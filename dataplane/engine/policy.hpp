@@ -46,6 +46,10 @@ struct Match {
   friend bool operator==(const Match&, const Match&) = default;
 };
 
+// max-flows N: 1 .. kMaxFlowsPerKey; flow-capacity: 1 .. kMaxFlowCapacity flows per worker.
+inline constexpr std::uint32_t kMaxFlowsPerKey = 1u << 24;
+inline constexpr std::uint32_t kMaxFlowCapacity = 1u << 24;
+
 // Shaping holds a packet at most this long (a held packet's delay fits a Verdict's 32-bit tick count on
 // a TSC of up to 4 GHz, and a worker's timing wheel spans it).
 inline constexpr std::uint64_t kMaxShapeDelayNs = 1'000'000'000;
@@ -112,6 +116,11 @@ struct PerKey {
   std::uint64_t idle_timeout_ns = 60'000'000'000;  // a key idle this long starts again full
   std::uint32_t capacity = 1u << 20;              // live keys of the rule, both address families
   KeyFallback fallback = KeyFallback::aggregate;
+  // Concurrent flows per key (issue 27, doc/engine.md "Flows per key"): 0 = no limit. A packet of a
+  // new flow whose key has max_flows open is refused: red, and it opens nothing.
+  std::uint32_t max_flows = 0;
+  std::uint64_t flow_timeout_ns = 60'000'000'000;  // a flow idle this long is closed
+  std::uint32_t flow_capacity = 65'536;            // open flows per worker (the flow table, made at load)
   friend bool operator==(const PerKey&, const PerKey&) = default;
 };
 

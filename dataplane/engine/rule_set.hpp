@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "dataplane/engine/classifier.hpp"
+#include "dataplane/engine/flow_table.hpp"
 #include "dataplane/engine/key_table.hpp"
 #include "dataplane/engine/keys.hpp"
 #include "dataplane/engine/packet.hpp"
@@ -64,6 +65,14 @@ struct RuleCounters {
   std::uint64_t table_full = 0;
   // Shaping rules: packets held to leave later (counted green too); their late ones are the red drops.
   std::uint64_t shaped_packets = 0;
+  // Max-flows rules: flows opened, closed by a TCP FIN or RST, closed idle (flow-timeout), and packets
+  // of new flows refused: their key had max-flows open (flows_refused, which counts those of
+  // flow_table_full too) or this worker's flow table was full (flow_table_full).
+  std::uint64_t flows_opened = 0;
+  std::uint64_t flows_closed = 0;
+  std::uint64_t flows_expired = 0;
+  std::uint64_t flows_refused = 0;
+  std::uint64_t flow_table_full = 0;
   // The first and last tick at which the rule metered a packet (earliest and latest over the workers,
   // each in its own clock); both 0 while `metered` is false.
   bool metered = false;
@@ -88,6 +97,7 @@ struct alignas(64) WorkerRuleCounters {
   OwnedCounter dropped_packets, dropped_bytes, keys_created, keys_renewed, table_full;
   OwnedCounter metered, first_tick, last_tick;  // metered: 1 once first_tick holds a tick
   OwnedCounter shaped_packets;
+  OwnedCounter flows_opened, flows_closed, flows_expired, flows_refused, flow_table_full;
 
   // A burst metered packets of the rule from tick `first` to tick `last`.
   void note_metered(std::uint64_t first, std::uint64_t last) noexcept {
@@ -109,9 +119,14 @@ struct alignas(64) WorkerRuleCounters {
     sum.keys_renewed += keys_renewed.get();
     sum.table_full += table_full.get();
     sum.shaped_packets += shaped_packets.get();
+    sum.flows_opened += flows_opened.get();
+    sum.flows_closed += flows_closed.get();
+    sum.flows_expired += flows_expired.get();
+    sum.flows_refused += flows_refused.get();
+    sum.flow_table_full += flow_table_full.get();
   }
 };
-static_assert(sizeof(WorkerRuleCounters) == 128);
+static_assert(sizeof(WorkerRuleCounters) == 192, "20 counters on three lines of their own");
 
 struct alignas(64) WorkerDefaultCounters {
   OwnedCounter packets, bytes, non_ip, no_match, dropped_packets, dropped_bytes;
@@ -235,13 +250,15 @@ struct CompiledRule {
   std::uint64_t cluster_share_generation = 0;
 };
 
-// A rule's state owned by one worker: its counters (for the rule's name, whatever the set) and its key
-// table (for the rule's key definition: replaced, in a later set, when that changes); and the
+// A rule's state owned by one worker: its counters (for the rule's name, whatever the set), its key
+// table and its flow table (for the rule's key and flow definitions: replaced, in a later set, when
+// they change); and the
 // aggregate and parent meters it checks: the rule's shared ones, or, with placement off (a test
 // switch, placement.hpp), meters of this worker's own.
 struct WorkerRule {
   WorkerRuleCounters* counters = nullptr;
   KeyedMeters* keys = nullptr;  // per-key rules
+  FlowTable* flows = nullptr;   // max-flows rules: the open flows of the keys this worker owns
   policer::SharedMeter* aggregate = nullptr;
   policer::SharedMeter* parent = nullptr;  // null without a parent
 };

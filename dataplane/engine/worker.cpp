@@ -104,7 +104,7 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
                          std::span<const MeterKey> keys, std::span<const PacketView> burst,
                          std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
                          std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
-                         std::span<Verdict> verdicts) noexcept {
+                         std::span<Verdict> verdicts, std::span<const Parsed> parsed) noexcept {
   const CompiledRule& rule = set.rules[r];
   const WorkerRule& mine = set.worker_rule(r, id_);
   KeyedMeters& table = *mine.keys;
@@ -148,12 +148,27 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
       state = policer::full_state(profile, std::max(state.last, now));  // missed a forgotten change
   };
   const std::uint64_t max_delay = rule.shape_max_delay;
+  FlowTable* const flows = mine.flows;  // max-flows rules only
+  FlowTally tally;
   policer::with_algorithm(profile.algorithm(), [&](auto algo) {
     using Algo = decltype(algo);
     for (std::size_t k = 0; k < n; ++k) {
       KeyedMeters::Entry* e = entries[k];
       if (e == nullptr) continue;
       KeyedMeters::begin_write(*e);
+      if (flows != nullptr) [[unlikely]] {
+        if (!track_flow(rule, *flows, *e, parsed[packets[k]], times[k], tally)) {
+          // A refused flow's packet: red, unmetered (its key's meter is not charged for it).
+          constexpr auto red = static_cast<std::size_t>(Color::red);
+          ++e->counters.packets[red];
+          e->counters.bytes[red] += l2_bytes(burst[packets[k]]);
+          KeyedMeters::end_write(*e);
+          out[k] = Color::red;
+          verdicts[packets[k]].keyed = true;
+          verdicts[packets[k]].flow_refused = true;
+          continue;
+        }
+      }
       if (e->state.last < changed_at) [[unlikely]]
         catch_up(e->state, times[k]);
       Color color = Color::green;
@@ -177,6 +192,13 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
       verdicts[packets[k]].keyed = true;
     }
   });
+  if (flows != nullptr) [[unlikely]] {
+    if (tally.opened != 0) counters.flows_opened.add(tally.opened);
+    if (tally.closed != 0) counters.flows_closed.add(tally.closed);
+    if (tally.expired != 0) counters.flows_expired.add(tally.expired);
+    if (tally.refused != 0) counters.flows_refused.add(tally.refused);
+    if (tally.table_full != 0) counters.flow_table_full.add(tally.table_full);
+  }
   // New keys that found the table full take the rule's fallback: with `aggregate`, metered together by
   // the rule's aggregate meter; otherwise they are marked and handled with the actions.
   std::uint64_t fb_times[kMaxBurst];
@@ -209,10 +231,74 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
   }
 }
 
+// Flows per key (doc/engine.md "Flows per key"). A flow is its 5-tuple; a TCP one opens at a SYN
+// (without FIN or RST) and closes at a FIN or RST, any other at its first packet; every flow closes
+// when idle for flow-timeout. A packet that opens nothing (a TCP packet of no open flow that is not
+// a SYN) is metered as usual. A flow of the key entry's earlier life (the key expired and came back)
+// is closed without touching this life's count.
+bool Worker::track_flow(const CompiledRule& rule, FlowTable& flows, KeyedMeters::Entry& key, const Parsed& parsed,
+                        std::uint64_t now, FlowTally& tally) noexcept {
+  MeterKey five;
+  make_key(kFlowKey, parsed, five);
+  const std::uint64_t hash = flows.hash(five);
+  KeyCounters& count = key.counters;
+  FlowTable::Flow* flow = flows.find(five, hash);
+  if (flow != nullptr && (flow->incarnation != count.incarnation || flows.idle(*flow, now))) [[unlikely]] {
+    if (flow->incarnation == count.incarnation) {  // idle past flow-timeout before the sweep came
+      --count.open_flows;
+      ++tally.expired;
+    }
+    flows.close(*flow);
+    flow = nullptr;
+  }
+  const bool tcp = parsed.protocol == ip_protocol::tcp;
+  const bool ends = tcp && (parsed.tcp_flags & (tcp_flag::fin | tcp_flag::rst)) != 0;
+  if (flow != nullptr) {
+    flow->last = now;
+    if (ends) {
+      --count.open_flows;
+      ++tally.closed;
+      flows.close(*flow);
+    }
+    return true;
+  }
+  const bool opens = !tcp || ((parsed.tcp_flags & tcp_flag::syn) != 0 && !ends);
+  if (!opens) return true;
+  if (count.open_flows >= rule.per_key.max_flows) {
+    ++tally.refused;
+    return false;
+  }
+  if (flows.open(five, hash, now, count.incarnation) == nullptr) {
+    ++tally.refused;
+    ++tally.table_full;
+    return false;
+  }
+  ++count.open_flows;
+  ++tally.opened;
+  return true;
+}
+
 void Worker::sweep_keys(const RuleSet& set, std::uint64_t now) noexcept {
   if (set.keyed.empty()) return;
   if (sweep_cursor_ >= set.keyed.size()) sweep_cursor_ = 0;  // a wrap, not a division per burst
-  KeyedMeters& table = *set.worker_rule(set.keyed[sweep_cursor_++], id_).keys;
+  const std::uint32_t r = set.keyed[sweep_cursor_++];
+  const WorkerRule& mine = set.worker_rule(r, id_);
+  KeyedMeters& table = *mine.keys;
+  // Idle flows first: each is subtracted from its key's count if that key is still in the life the
+  // flow opened in (a look-up, no creation); a key that expired took its count with it.
+  if (mine.flows != nullptr) {
+    const PerKey& per = set.rules[r].per_key;
+    const std::size_t expired = mine.flows->sweep(now, kSweepBudget, [&](const FlowTable::Flow& flow) {
+      MeterKey key;
+      key_of_flow(per, flow.key, key);
+      KeyedMeters::Entry* e = table.find(key, table.hash(key));
+      if (e == nullptr || e->counters.incarnation != flow.incarnation) return;
+      KeyedMeters::begin_write(*e);
+      --e->counters.open_flows;
+      KeyedMeters::end_write(*e);
+    });
+    if (expired != 0) mine.counters->flows_expired.add(expired);
+  }
   if (table.sweep(now, kSweepBudget) != 0) touched_[touched_count_++] = &table;
 }
 
@@ -328,7 +414,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
                      blind ? std::span<const Color>() : std::span<const Color>(in, count), {out, count});
     } else {
       meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), {times, count}, {lengths, count},
-                  {in, count}, {out, count}, {delays, shaping ? count : 0}, verdicts);
+                  {in, count}, {out, count}, {delays, shaping ? count : 0}, verdicts, {parsed, n});
     }
 
     // Hierarchy: the packets the child did not mark red go on to the parent, color-aware with the

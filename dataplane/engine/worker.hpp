@@ -47,6 +47,9 @@ struct Verdict {
   // Its key is owned by another worker (placement.hpp): not metered nor acted on here; the caller
   // passes it to `owner` with the set's generation and `rule` (Handed).
   bool handoff = false;
+  // A max-flows rule refused the packet's new flow (its key had max-flows open, or the worker's flow
+  // table was full): not metered, out red, the red action applied; it opened nothing.
+  bool flow_refused = false;
   std::uint16_t owner = 0;
   // A shaping rule's held packet (Action::shape_max_delay_ns): it leaves `delay` ticks after its
   // arrival (out green, drop false); 0 for every other packet (forwarded now, or dropped).
@@ -106,7 +109,14 @@ class Worker {
                    std::span<const MeterKey> keys, std::span<const PacketView> burst,
                    std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
                    std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
-                   std::span<Verdict> verdicts) noexcept;
+                   std::span<Verdict> verdicts, std::span<const Parsed> parsed) noexcept;
+  // A max-flows rule's packet on its key's entry (under the entry's seqlock): its flow found, opened,
+  // closed or refused. Returns false if it is refused.
+  struct FlowTally {  // a burst's flow events of one rule, added to its counters once
+    std::uint64_t opened = 0, closed = 0, expired = 0, refused = 0, table_full = 0;
+  };
+  static bool track_flow(const CompiledRule& rule, FlowTable& flows, KeyedMeters::Entry& key, const Parsed& parsed,
+                         std::uint64_t now, FlowTally& tally) noexcept;
   void shape_shared(policer::SharedMeter& meter, const CompiledRule& rule, std::span<const std::uint64_t> times,
                     std::span<const std::uint32_t> lengths, std::span<std::uint32_t> delays, std::span<Color> out) noexcept;
   void check_shared(policer::SharedMeter& meter, const policer::Profile& profile, std::uint64_t generation,

@@ -140,10 +140,25 @@ void write_keys(JsonWriter& json, const Engine& engine, std::size_t rule, std::s
   json.field("entry_bytes", engine.key_entry_bytes(rule));  // follows the live keys
   json.field("spare_bytes", engine.key_spare_bytes(rule));  // chunks kept ready for new keys
   json.field("starved_packets", engine.keys_starved(rule));  // new keys no ready chunk could take
+  if (per.max_flows != 0) {
+    // Flows per key: the open ones (summed over the live keys), and what happened to flows so far.
+    std::uint64_t open = 0;
+    engine.for_each_key(rule, [&](const Engine::LiveKey& live) { open += live.counters.open_flows; });
+    json.begin_object("flows");
+    json.field("max_per_key", std::uint64_t{per.max_flows});
+    json.field("open", open);
+    json.field("opened", c.flows_opened);
+    json.field("closed", c.flows_closed);    // by a TCP FIN or RST
+    json.field("expired", c.flows_expired);  // idle past flow-timeout
+    json.field("refused_packets", c.flows_refused);
+    json.field("table_full_packets", c.flow_table_full);
+    json.end();
+  }
   json.begin_array(all ? "all" : "top_by_red_bytes");
   for (const RankedKey& item : items) {
     json.begin_object();
     json.field("key", std::string_view(key_text(per, item.key)));
+    if (per.max_flows != 0) json.field("open_flows", std::uint64_t{item.counters.open_flows});
     write_colors(json, item.counters.packets, item.counters.bytes);
     json.end();
   }

@@ -172,6 +172,9 @@ Expected<RuleSetImage> translate(const Policy& policy, const RuleSetImage* previ
     if (rule.cluster) return refuse(rule, "a cluster meter (" + *rule.cluster + "), whose leases the XDP program does not take");
     if (rule.on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns)
       return refuse(rule, "shaping (red shape), which would hold packets: XDP passes or drops each frame at once");
+    if (rule.per_key.max_flows != 0)
+      return refuse(rule, "max-flows " + std::to_string(rule.per_key.max_flows) +
+                              " (concurrent flows per key), whose flow tables the XDP program does not keep");
 
     // Metering.
     const bool per_key = rule.per_key.kind != KeyKind::none;

@@ -47,7 +47,7 @@ const std::string kLongRuleMessage = kLongNameQuoted + ": a rule name is at most
 
 constexpr std::string_view kClauses =
     "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, per, timeout, capacity, "
-    "fallback, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
+    "fallback, max-flows, flow-timeout, flow-capacity, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
     "green>yellow)";
 
 INSTANTIATE_TEST_SUITE_P(
@@ -594,6 +594,36 @@ INSTANTIATE_TEST_SUITE_P(
                   "'shape': the default action cannot shape: only a rule's red packets are shaped"},
         ErrorCase{"profile add max-delay srtcm cir 1mbit cbs 1k", "max-delay",
                   "'max-delay': max-delay is a keyword and cannot name a profile"}));
+
+// Flows per key (issue 27): max-flows on a per-key rule of several flows per key, in range; its
+// flow-timeout and flow-capacity only with it.
+INSTANTIATE_TEST_SUITE_P(
+    MaxFlows, LanguageError,
+    ::testing::Values(
+        ErrorCase{"rule add r profile gold max-flows 10", "max-flows",
+                  "'max-flows': max-flows needs per-key meters: add 'per KEY' (src, dst, src+dport or 5-tuple)"},
+        ErrorCase{"rule add r profile gold per 5-tuple max-flows 10", "max-flows",
+                  "'max-flows': max-flows needs a key of several flows: with per 5-tuple each key is one flow"},
+        ErrorCase{"rule add r profile gold per src max-flows 0", "0",
+                  "'0': expected a number of flows per key, 1 to 16777216"},
+        ErrorCase{"rule add r profile gold per src max-flows 16777217", "16777217",
+                  "'16777217': expected a number of flows per key, 1 to 16777216"},
+        ErrorCase{"rule add r profile gold per src max-flows ten", "ten",
+                  "'ten': expected a number of flows per key, 1 to 16777216"},
+        ErrorCase{"rule add r profile gold per src max-flows", "",
+                  "after 'max-flows': expected a number of flows per key, 1 to 16777216"},
+        ErrorCase{"rule add r profile gold per src max-flows 2 max-flows 3", "max-flows", "'max-flows': max-flows given twice"},
+        ErrorCase{"rule add r profile gold per src flow-timeout 5s", "flow-timeout",
+                  "'flow-timeout': flow-timeout needs a flow limit: add 'max-flows N'"},
+        ErrorCase{"rule add r profile gold per src flow-capacity 1k", "flow-capacity",
+                  "'flow-capacity': flow-capacity needs a flow limit: add 'max-flows N'"},
+        ErrorCase{"rule add r profile gold per src max-flows 2 flow-timeout 0ms", "0ms", "'0ms': the timeout must be at least 1ms"},
+        ErrorCase{"rule add r profile gold per src max-flows 2 flow-capacity 17m", "17m",
+                  "'17m': flow-capacity must be 1 to 16m (16777216) flows"},
+        ErrorCase{"rule add r profile gold per src max-flows 2 red shape max-delay 5ms", "max-flows",
+                  "'max-flows': a max-flows rule cannot shape: a refused flow's packet is red and never conforms later"},
+        ErrorCase{"profile add flow-timeout srtcm cir 1mbit cbs 1k", "flow-timeout",
+                  "'flow-timeout': flow-timeout is a keyword and cannot name a profile"}));
 
 INSTANTIATE_TEST_SUITE_P(
     Hierarchy, LanguageMapError,

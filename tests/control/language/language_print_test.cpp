@@ -115,6 +115,25 @@ TEST(LanguagePrint, ShapingRoundTrips) {
   EXPECT_EQ(must_load(print(policy)), policy);
 }
 
+// A max-flows rule (issue 27) prints its flow clauses after the key's, the defaults left out, and
+// loads back the same.
+TEST(LanguagePrint, MaxFlowsRoundTrips) {
+  const Policy policy = must_load(
+      "profile add s 1r2c cir 10mbit cbs 15k\n"
+      "rule add a proto tcp max-flows 100 profile s per src/24\n"
+      "rule add b flow-capacity 4k per src+dport flow-timeout 1500ms profile s max-flows 1\n");
+  ASSERT_EQ(policy.rules.size(), 2u);
+  EXPECT_EQ(policy.rules[0].per_key.max_flows, 100u);
+  EXPECT_EQ(policy.rules[0].per_key.flow_timeout_ns, 60'000'000'000u);
+  EXPECT_EQ(policy.rules[1].per_key.max_flows, 1u);
+  EXPECT_EQ(policy.rules[1].per_key.flow_timeout_ns, 1'500'000'000u);
+  EXPECT_EQ(policy.rules[1].per_key.flow_capacity, 4096u);
+  const std::string text = print(policy);
+  EXPECT_NE(text.find("per src/24 max-flows 100\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("per src+dport max-flows 1 flow-timeout 1500ms flow-capacity 4k"), std::string::npos) << text;
+  EXPECT_EQ(must_load(text), policy);
+}
+
 TEST(LanguagePrint, ColorMapsCompactly) {
   struct Case {
     std::string command, printed;

@@ -569,6 +569,178 @@ TEST(EngineShaping, AProfileWithoutAConformingTickIsRefused) {
   EXPECT_EQ(made.error().message, "rule web: only red packets can be shaped");
 }
 
+// ---- flows per key (issue 27) ----
+
+// Ethernet + IPv4 + TCP from 192.0.2.<source>:<sport> to 10.0.0.1:443 with `flags`, 80 bytes.
+std::vector<std::uint8_t> tcp4(std::uint8_t source, std::uint16_t sport, std::uint8_t flags) {
+  std::vector<std::uint8_t> f = udp4(80, 1, 443);
+  f[23] = 6;       // protocol TCP
+  f[29] = source;  // source address 192.0.2.<source>
+  f[34] = std::uint8_t(sport >> 8), f[35] = std::uint8_t(sport);
+  for (std::size_t i = 38; i < 54; ++i) f[i] = 0;
+  f[46] = 0x50;  // data offset 5
+  f[47] = flags;
+  return f;
+}
+
+Policy max_flows_policy(std::uint32_t max_flows) {
+  Policy policy;
+  policy.profiles.push_back({"big", params_1r2c(1'000'000'000, 1'000'000)});
+  Rule r = rule("guests", 1, "big");
+  r.per_key.kind = KeyKind::src;
+  r.per_key.max_flows = max_flows;
+  r.per_key.flow_capacity = 64;
+  policy.rules.push_back(r);
+  return policy;
+}
+
+// Two workers: every packet of a key goes to its owner (placement by key hash), whichever worker
+// received it, and so do its flows: a SYN flood from one source, half received by each worker, is held
+// at max-flows, all of them open on the owner; a FIN there closes one, and a new SYN may open.
+TEST(EngineFlows, AKeysFlowsAreCountedOnItsOwnerWhicheverWorkerReceivedThem) {
+  EngineOptions options;
+  options.workers = 2;
+  auto made = Engine::create(max_flows_policy(4), *policer::TickRate::make(kHz), options);
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  Engine& engine = **made;
+  std::uint64_t now = 1000;
+  std::vector<Verdict> verdicts_seen;
+  // One burst to worker `w`; what it hands over goes to the owner in a burst of its own.
+  const auto offer = [&](unsigned w, std::vector<std::vector<std::uint8_t>> frames) {
+    std::vector<PacketView> views;
+    for (auto& f : frames) views.push_back(PacketView{f.data(), std::uint32_t(f.size()), std::uint32_t(f.size()), ++now});
+    std::vector<Verdict> verdicts(views.size());
+    const RuleSet& set = engine.worker(w).process(views, verdicts);
+    std::vector<std::vector<std::uint8_t>> handed_frames;
+    std::vector<Handed> handed;
+    for (std::size_t i = 0; i < verdicts.size(); ++i) {
+      if (!verdicts[i].handoff) {
+        verdicts_seen.push_back(verdicts[i]);
+        continue;
+      }
+      EXPECT_EQ(verdicts[i].owner, 1 - w);
+      handed_frames.push_back(frames[i]);
+      handed.push_back({std::uint32_t(set.generation), verdicts[i].rule});
+    }
+    engine.worker(w).quiescent();
+    if (handed.empty()) return;
+    std::vector<PacketView> hv;
+    for (auto& f : handed_frames) hv.push_back(PacketView{f.data(), std::uint32_t(f.size()), std::uint32_t(f.size()), ++now});
+    std::vector<Verdict> hverdicts(hv.size());
+    engine.worker(1 - w).process(hv, hverdicts, handed);
+    engine.worker(1 - w).quiescent();
+    for (const Verdict& v : hverdicts) {
+      EXPECT_FALSE(v.handoff);
+      verdicts_seen.push_back(v);
+    }
+  };
+  for (std::uint16_t p = 0; p < 20; ++p) offer(p % 2, {tcp4(7, std::uint16_t(3000 + p), 0x02)});
+  std::size_t refused = 0;
+  for (const Verdict& v : verdicts_seen) {
+    refused += v.flow_refused;
+    EXPECT_EQ(v.drop, v.flow_refused);
+    EXPECT_EQ(v.out, v.flow_refused ? Color::red : Color::green);
+  }
+  EXPECT_EQ(refused, 16u);
+  EXPECT_EQ(engine.counters(0).flows_opened, 4u);
+  EXPECT_EQ(engine.counters(0).flows_refused, 16u);
+  unsigned owners_seen = 0, owner = 0;
+  engine.for_each_key(0, [&](const Engine::LiveKey& live) {
+    ++owners_seen;
+    owner = live.worker;
+    EXPECT_EQ(live.counters.open_flows, 4u);
+  });
+  ASSERT_EQ(owners_seen, 1u) << "one key, on one worker";
+  EXPECT_EQ(engine.live_keys(0, 1 - owner), 0u);
+
+  // A FIN of an open flow, received by the other worker: closed on the owner; one SYN may open again.
+  verdicts_seen.clear();
+  offer(1 - owner, {tcp4(7, 3000, 0x11)});
+  offer(1 - owner, {tcp4(7, 3100, 0x02), tcp4(7, 3101, 0x02)});
+  ASSERT_EQ(verdicts_seen.size(), 3u);
+  EXPECT_FALSE(verdicts_seen[0].flow_refused);
+  EXPECT_FALSE(verdicts_seen[1].flow_refused);
+  EXPECT_TRUE(verdicts_seen[2].flow_refused);
+  EXPECT_EQ(engine.counters(0).flows_closed, 1u);
+  engine.for_each_key(0, [&](const Engine::LiveKey& live) { EXPECT_EQ(live.counters.open_flows, 4u); });
+}
+
+// A key that expired and came back starts with no open flows, and a flow of its earlier life is not
+// subtracted from the new count: its FIN closes nothing of this life.
+TEST(EngineFlows, AKeyThatCameBackDoesNotCountTheFlowsOfItsEarlierLife) {
+  Policy policy = max_flows_policy(2);
+  policy.rules[0].per_key.idle_timeout_ns = 1'000'000'000;      // the key: 1 s
+  policy.rules[0].per_key.flow_timeout_ns = 3'600'000'000'000;  // its flows: 1 h
+  Harness h(policy);
+  const auto refused = [&](std::uint16_t sport, std::uint8_t flags, std::uint64_t now) {
+    h.send({tcp4(7, sport, flags)}, now);
+    return h.verdicts[0].flow_refused;
+  };
+  EXPECT_FALSE(refused(4000, 0x02, 1000));
+  EXPECT_FALSE(refused(4001, 0x02, 2000));
+  EXPECT_TRUE(refused(4002, 0x02, 3000));
+  // 2 s later the key is renewed: two new flows open, a third is refused.
+  EXPECT_FALSE(refused(4100, 0x02, 2'000'003'000));
+  EXPECT_FALSE(refused(4101, 0x02, 2'000'004'000));
+  EXPECT_TRUE(refused(4102, 0x02, 2'000'005'000));
+  // The FIN of a flow of the earlier life: metered, closes nothing of this one.
+  EXPECT_FALSE(refused(4000, 0x11, 2'000'006'000));
+  EXPECT_TRUE(refused(4103, 0x02, 2'000'007'000));
+  EXPECT_EQ(h.engine->counters(0).flows_opened, 4u);
+  EXPECT_EQ(h.engine->counters(0).flows_closed, 0u);
+  h.engine->for_each_key(0, [&](const Engine::LiveKey& live) { EXPECT_EQ(live.counters.open_flows, 2u); });
+}
+
+// Idle flows are closed by the sweep (their key's count goes down) or at their own next packet.
+TEST(EngineFlows, IdleFlowsCloseAndTheirKeyMayOpenAgain) {
+  Policy policy = max_flows_policy(2);
+  policy.rules[0].per_key.flow_timeout_ns = 1'000'000;  // 1 ms
+  Harness h(policy);
+  h.send({tcp4(7, 5000, 0x02), tcp4(7, 5001, 0x02), tcp4(7, 5002, 0x02)}, 1000);
+  EXPECT_TRUE(h.verdicts[2].flow_refused);
+  // 2 ms later: bursts of another source let the sweep (64 slots a burst) find both flows idle.
+  for (int i = 0; i < 4; ++i) h.send({tcp4(8, 9, 0x10)}, 2'000'000 + i);
+  EXPECT_EQ(h.engine->counters(0).flows_expired, 2u);
+  h.engine->for_each_key(0, [&](const Engine::LiveKey& live) { EXPECT_EQ(live.counters.open_flows, 0u); });
+  h.send({tcp4(7, 5003, 0x02), tcp4(7, 5004, 0x02), tcp4(7, 5005, 0x02)}, 3'000'000);
+  EXPECT_FALSE(h.verdicts[0].flow_refused);
+  EXPECT_FALSE(h.verdicts[1].flow_refused);
+  EXPECT_TRUE(h.verdicts[2].flow_refused);
+  // A flow idle past its timeout is closed at its own next packet too (before any sweep).
+  // 5003 and 5004 idle 2 ms: each closed at its packet; the SYN opens 5003 again, the ACK opens nothing.
+  h.send({tcp4(7, 5003, 0x02), tcp4(7, 5004, 0x10)}, 5'000'000);
+  EXPECT_FALSE(h.verdicts[0].flow_refused);
+  EXPECT_FALSE(h.verdicts[1].flow_refused);
+  EXPECT_EQ(h.engine->counters(0).flows_expired, 4u);
+  EXPECT_EQ(h.engine->counters(0).flows_opened, 5u);
+  std::uint64_t open = 0;
+  h.engine->for_each_key(0, [&](const Engine::LiveKey& live) { open += live.counters.open_flows; });
+  EXPECT_EQ(open, 1u);  // source 7's 5003
+}
+
+// A flow table that cannot be had refuses the policy, naming the rule, its flow-capacity and the bytes.
+TEST(EngineFlows, AFlowTableThatCannotBeHadRefusesThePolicy) {
+  struct UpTo1GiB : MemorySource {  // the heap, but no block of more than 1 GiB
+    void* reserve(std::size_t bytes, std::size_t align) noexcept override {
+      return bytes > (std::size_t{1} << 30) ? nullptr : heap_memory().reserve(bytes, align);
+    }
+    bool commit(void* p, std::size_t bytes) noexcept override { return heap_memory().commit(p, bytes); }
+    void release(void* p, std::size_t bytes) noexcept override { heap_memory().release(p, bytes); }
+  } source;
+  Policy policy = max_flows_policy(4);
+  policy.rules[0].per_key.capacity = 1024;
+  policy.rules[0].per_key.flow_capacity = kMaxFlowCapacity;  // 2 GiB of slots
+  EngineOptions options;
+  options.memory = {&source};
+  auto made = Engine::create(policy, *policer::TickRate::make(kHz), options);
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.error().message,
+            "rule guests: cannot allocate its flow table: flow-capacity 16m flows needs 2.00 GiB per worker (33554432 "
+            "slots of 64 bytes), resident from the start: out of memory");
+  policy.rules[0].per_key.flow_capacity = 1u << 16;  // 8 MiB: fits
+  EXPECT_TRUE(Engine::create(policy, *policer::TickRate::make(kHz), options).ok());
+}
+
 TEST(EngineKeys, AParentAboveAnAggregateMeter) {
   Policy policy;
   policy.profiles.push_back({"child", params_1r2c(1'000'000, 3000)});

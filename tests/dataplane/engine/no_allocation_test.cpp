@@ -45,6 +45,13 @@ TEST(EngineNoAllocation, TheWorkersPathAfterInstallAllocatesNothing) {
   Rule aware = rule("aware", 3, "site");  // an aggregate, color-aware
   aware.input = InputColor::dscp;
   policy.rules.push_back(aware);
+  Rule flows = rule("flows", 5, "key");  // flows per key: opened, refused, the flow table full, expired
+  flows.per_key.kind = KeyKind::src;
+  flows.per_key.ipv4_prefix = 16;
+  flows.per_key.max_flows = 4;
+  flows.per_key.flow_capacity = 64;
+  flows.per_key.flow_timeout_ns = kHz / 1000;
+  policy.rules.push_back(flows);
   policy.default_action = Action{false, 8, std::nullopt};
   Harness h(policy);
   Engine& engine = *h.engine;
@@ -59,6 +66,7 @@ TEST(EngineNoAllocation, TheWorkersPathAfterInstallAllocatesNothing) {
     if (i % 8 == 0) frames.push_back(from(i, 2));        // "small": full after 16 sources
     if (i % 8 == 4) frames.push_back(from(i, 3, 12));    // "aware", AF12: yellow in
     if (i % 16 == 9) frames.push_back(from(i, 4));       // no rule: the default action, a remark
+    if (i % 4 == 1) frames.push_back(from(i, 5));        // "flows": a new UDP flow each, all of one /16 key
   }
   std::vector<PacketView> views(kBurst);
   std::vector<Verdict> verdicts(kBurst);
@@ -102,6 +110,9 @@ TEST(EngineNoAllocation, TheWorkersPathAfterInstallAllocatesNothing) {
   EXPECT_EQ(engine.keys_starved(0), 0u) << "the control side kept up between bursts";
   EXPECT_GT(engine.counters(1).table_full, 0u) << "the small table filled: its fallback ran";
   EXPECT_GT(engine.counters(0).keys_renewed + engine.counters(0).keys_created, kKeys);
+  EXPECT_GT(engine.counters(3).flows_opened, 0u);
+  EXPECT_GT(engine.counters(3).flows_refused, 0u) << "the key at max-flows";
+  EXPECT_GT(engine.counters(3).flows_expired, 0u) << "the sweep closed idle flows";
 }
 
 // The classifier of a one-shape rule set (a hash table, exact_match.hpp) behind a flow cache smaller

@@ -816,6 +816,12 @@ TEST(XdpTranslation, RefusesWhatTheProgramCannotRun) {
   cluster.rules[0].cluster = cluster.profiles[0].name;
   EXPECT_NE(refused(cluster).find("a cluster meter"), std::string::npos);
 
+  Policy flows = base;  // flows per key (issue 27): no flow tables in the program
+  flows.rules[0].per_key.kind = KeyKind::src;
+  flows.rules[0].per_key.max_flows = 100;
+  EXPECT_EQ(refused(flows), "rule metered: the XDP dataplane cannot run it: max-flows 100 (concurrent flows per key), "
+                            "whose flow tables the XDP program does not keep");
+
   Policy ports = base;
   ports.rules[0].match.ports = {1};
   EXPECT_NE(refused(ports).find("ingress ports"), std::string::npos);
