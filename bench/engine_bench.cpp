@@ -158,6 +158,24 @@ void BM_engine_shaping(benchmark::State& state) {
   state.counters["late"] = static_cast<double>(c.packets[2]) / total;
 }
 
+// Flows per key (issue 27): a rule per source address (every packet's key is a source of its own, one
+// flow each, so every packet looks its flow up in the worker's flow table), with `max-flows 100`
+// (second argument 1) or without (0): the flow table's cost per packet.
+void BM_engine_flows(benchmark::State& state) {
+  const auto keys = static_cast<std::uint32_t>(state.range(0));
+  Policy p = policy(std::max<std::uint32_t>(keys, 1024));
+  p.rules[0].per_key.kind = KeyKind::src;
+  if (state.range(1) == 1) {
+    p.rules[0].per_key.max_flows = 100;
+    p.rules[0].per_key.flow_capacity = std::max<std::uint32_t>(keys, 1024);
+    p.rules[0].per_key.flow_timeout_ns = 3600ull * 1'000'000'000;
+  }
+  auto engine = Engine::create(p, *policer::TickRate::make(rte_get_tsc_hz()));
+  if (!engine) return state.SkipWithError(("could not make the engine: " + engine.error().message).c_str());
+  run_engine(state, **engine, keys);
+  state.counters["flows_opened"] = static_cast<double>((*engine)->counters(0).flows_opened);
+}
+
 void BM_engine_per_key_daemon_index(benchmark::State& state) {
   auto engine = make_engine(PerKey{}.capacity);
   if (engine == nullptr) return state.SkipWithError("could not make the engine");
@@ -310,6 +328,7 @@ void BM_policy_update(benchmark::State& state) {
 
 BENCHMARK(BM_engine_per_key)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_aggregate)->Arg(4096)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_engine_flows)->ArgsProduct({{4096, 1 << 20}, {0, 1}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_shaping)->ArgsProduct({{0, 4096, 1 << 20}, {0, 1}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_per_key_daemon_index)->Arg(4096)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_acl_rules)->ArgsProduct({{0, 1, 2}, {0, 1}, {4096, 1 << 20}})->Unit(benchmark::kNanosecond);

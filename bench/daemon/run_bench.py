@@ -53,7 +53,10 @@ FLOWS = [1, 4096, 65536, 1048576]
 PROGRAMS = ["testpmd", "qos_meter", "tricolord-aggregate", "tricolord-5tuple", "tricolord-5tuple-steered"]
 # Not run unless named in --programs: the same rules shaping instead of dropping (issue 27), each beside
 # its policing form (shaped-*.policy).
-SHAPED = {"tricolord-aggregate-shaped": "shaped-aggregate.policy", "tricolord-5tuple-shaped": "shaped-per-5-tuple.policy"}
+# And flows per key: one key (the benchmark's /16 of destinations) and the flows counted under it, beside
+# the same key without max-flows.
+SHAPED = {"tricolord-aggregate-shaped": "shaped-aggregate.policy", "tricolord-5tuple-shaped": "shaped-per-5-tuple.policy",
+          "tricolord-per-dst": "per-dst.policy", "tricolord-per-dst-flows": "flows-per-dst.policy"}
 
 # --baseline-tricolord's runs: the same programs under this prefix.
 BASELINE = "baseline-"
@@ -323,7 +326,8 @@ def table(runs, programs, frames_list, flows_list, metric="mpps", workers_list=(
     heads = {"testpmd": "testpmd io", "qos_meter": "qos_meter (256 meters)",
              "tricolord-aggregate": "tricolord aggregate", "tricolord-5tuple": "tricolord per-5-tuple",
              "tricolord-5tuple-steered": "tricolord per-5-tuple, queues steered",
-             "tricolord-aggregate-shaped": "tricolord aggregate shaping", "tricolord-5tuple-shaped": "tricolord per-5-tuple shaping"}
+             "tricolord-aggregate-shaped": "tricolord aggregate shaping", "tricolord-5tuple-shaped": "tricolord per-5-tuple shaping",
+             "tricolord-per-dst": "tricolord per dst/16", "tricolord-per-dst-flows": "tricolord per dst/16 max-flows"}
     heads.update({BASELINE + p: "baseline " + h for p, h in heads.items()})
     many = len(workers_list) > 1 or workers_list[0] != 1
     out = ["| frames | flows | " + ("workers | " if many else "") + " | ".join(heads[p] + " Mpps" for p in programs) + " |",

@@ -152,45 +152,51 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
   FlowTally tally;
   policer::with_algorithm(profile.algorithm(), [&](auto algo) {
     using Algo = decltype(algo);
-    for (std::size_t k = 0; k < n; ++k) {
-      KeyedMeters::Entry* e = entries[k];
-      if (e == nullptr) continue;
-      KeyedMeters::begin_write(*e);
-      if (flows != nullptr) [[unlikely]] {
-        if (!track_flow(rule, *flows, *e, parsed[packets[k]], times[k], tally)) {
-          // A refused flow's packet: red, unmetered (its key's meter is not charged for it).
-          constexpr auto red = static_cast<std::size_t>(Color::red);
-          ++e->counters.packets[red];
-          e->counters.bytes[red] += l2_bytes(burst[packets[k]]);
-          KeyedMeters::end_write(*e);
-          out[k] = Color::red;
-          verdicts[packets[k]].keyed = true;
-          verdicts[packets[k]].flow_refused = true;
-          continue;
+    // The loop over the burst's keys, given how a key's meter decides: policing's check, or shaping's
+    // (two copies of the loop, so that policing's carries no test of shaping per packet).
+    const auto each = [&](auto&& decide) __attribute__((always_inline)) {
+      for (std::size_t k = 0; k < n; ++k) {
+        KeyedMeters::Entry* e = entries[k];
+        if (e == nullptr) continue;
+        KeyedMeters::begin_write(*e);
+        if (flows != nullptr) [[unlikely]] {
+          if (!track_flow(rule, *flows, *e, parsed[packets[k]], times[k], tally)) {
+            // A refused flow's packet: red, unmetered (its key's meter is not charged for it).
+            constexpr auto red = static_cast<std::size_t>(Color::red);
+            ++e->counters.packets[red];
+            e->counters.bytes[red] += l2_bytes(burst[packets[k]]);
+            KeyedMeters::end_write(*e);
+            out[k] = Color::red;
+            verdicts[packets[k]].keyed = true;
+            verdicts[packets[k]].flow_refused = true;
+            continue;
+          }
         }
+        if (e->state.last < changed_at) [[unlikely]]
+          catch_up(e->state, times[k]);
+        const Color color = decide(e->state, k);
+        const auto c = static_cast<std::size_t>(color);
+        ++e->counters.packets[c];
+        e->counters.bytes[c] += l2_bytes(burst[packets[k]]);
+        KeyedMeters::end_write(*e);
+        out[k] = color;
+        verdicts[packets[k]].keyed = true;
       }
-      if (e->state.last < changed_at) [[unlikely]]
-        catch_up(e->state, times[k]);
-      Color color = Color::green;
-      bool shaped = false;
-      if constexpr (policer::kShapes<Algo>) {
-        if (max_delay != 0) [[unlikely]] {  // a shaping rule: green now or later, or late (red)
-          const auto wait = policer::shape<Algo>(e->state, profile, times[k], lengths[k], max_delay);
-          color = wait ? Color::green : Color::red;
+    };
+    if constexpr (policer::kShapes<Algo>) {
+      if (max_delay != 0) [[unlikely]] {  // a shaping rule: green now or later, or late (red)
+        each([&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
+          const auto wait = policer::shape<Algo>(state, profile, times[k], lengths[k], max_delay);
           delays[k] = static_cast<std::uint32_t>(wait.value_or(0));
-          shaped = true;
-        }
+          return wait ? Color::green : Color::red;
+        });
+        return;
       }
-      if (!shaped)
-        color = blind ? policer::check_blind<Algo>(e->state, profile, times[k], lengths[k])
-                      : policer::check_aware<Algo>(e->state, profile, times[k], lengths[k], in[k]);
-      const auto c = static_cast<std::size_t>(color);
-      ++e->counters.packets[c];
-      e->counters.bytes[c] += l2_bytes(burst[packets[k]]);
-      KeyedMeters::end_write(*e);
-      out[k] = color;
-      verdicts[packets[k]].keyed = true;
     }
+    each([&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
+      return blind ? policer::check_blind<Algo>(state, profile, times[k], lengths[k])
+                   : policer::check_aware<Algo>(state, profile, times[k], lengths[k], in[k]);
+    });
   });
   if (flows != nullptr) [[unlikely]] {
     if (tally.opened != 0) counters.flows_opened.add(tally.opened);
