@@ -702,7 +702,13 @@ int run(int argc, char** argv) {
   const std::uint32_t mbufs = o.mbufs != 0 ? o.mbufs : default_mbufs;
   const int socket = port_socket(ports.front());
   auto pool = make_mbuf_pool(mbufs, socket, ports);
-  if (!pool) fail(control::kExitRuntime, pool.error().message + " (--mbufs sets the size)");
+  if (!pool)
+    fail(control::kExitRuntime,
+         pool.error().message +
+             (o.mbufs != 0 ? std::string(" (--mbufs sets the size)")
+                           : " (its size: the ports' queues and bursts, and " + std::to_string(workers) +
+                                 " x --shape-capacity " + std::to_string(o.shape_capacity) +
+                                 " packets shaping may hold; lower --shape-capacity, or set --mbufs)"));
 
   ForwarderOptions forwarder_options;
   forwarder_options.stamp_generation = o.stamp_generation;
