@@ -5,6 +5,7 @@
 Run by meson: errors_test.py BUILD_ROOT.
 """
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -13,6 +14,8 @@ import tempfile
 tricolord = os.path.join(sys.argv[1], "control", "tricolord")
 GOOD_POLICY = "profile add p 1r2c cir 1mbit cbs 10k\nrule add all dst 10.0.0.0/8 profile p\n"
 failures = []
+socket_dir = tempfile.mkdtemp(prefix="tricolord-errors-sockets-")
+socket_names = []
 
 
 def eal(name, *vdevs, lcores="0,1"):
@@ -22,6 +25,10 @@ def eal(name, *vdevs, lcores="0,1"):
 
 
 def case(name, args, status, *phrases, check=None, absent=()):
+    # A socket of its own: the default one may belong to a tricolord that is running on this machine.
+    if "--" in args and "--socket" not in args:
+        args = [*args, "--socket", os.path.join(socket_dir, f"{len(socket_names)}.sock")]
+        socket_names.append(name)
     try:
         run = subprocess.run([tricolord, *args], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
@@ -116,6 +123,7 @@ with tempfile.TemporaryDirectory(prefix="tricolord-errors-") as tmp:
     case("--shape-capacity beyond the limit", ["--", "--policy", good, "--shape-capacity", "16777217"], 1, "--shape-capacity")
     case("--shape-capacity negative", ["--", "--policy", good, "--shape-capacity", "-1"], 1, "--shape-capacity")
 
+shutil.rmtree(socket_dir, ignore_errors=True)
 if failures:
     print("\n\n".join(failures))
     sys.exit(1)

@@ -29,7 +29,8 @@ def run_daemon(workdir, capture, policy, expected_packets):
     args = [tricolord, "-l", "0,1", "--no-huge", "-m", "1024", "--no-pci", "--no-telemetry",
             f"--file-prefix=tricolor-replay-equal-{os.getpid()}", "--log-level=lib.eal:warning",
             f"--vdev=net_pcap0,rx_pcap={capture},tx_pcap={out}",
-            "--", "--policy", policy, "--clock", "rx-timestamp", "--json", "--stats-interval", "0.2"]
+            "--", "--policy", policy, "--clock", "rx-timestamp", "--json", "--stats-interval", "0.2",
+            "--socket", os.path.join(workdir, "tricolord.sock")]  # not the default one: it may be taken
     final, errors = daemon_capture.run_through(args, lambda s: s["ports"][0]["rx_packets"] >= expected_packets)
     print(errors, file=sys.stderr)
     return final, out

@@ -97,7 +97,8 @@ def run_daemon(workdir, label, rx_files, expected, extra=()):
             f"--file-prefix=tricolor-workers-{os.getpid()}-{label}", "--log-level=lib.eal:warning",
             f"--vdev=net_pcap0,{rx},tx_pcap={out}",
             "--", "--policy", os.path.join(workdir, "p.policy"), "--clock", "rx-timestamp", "--json",
-            "--stats-interval", "0.2", "--handoff-ring", "16384", "--dump-keys", keys, *extra]
+            "--stats-interval", "0.2", "--handoff-ring", "16384", "--dump-keys", keys,
+            "--socket", os.path.join(workdir, f"{label}.sock"), *extra]  # not the default one: it may be taken
     final, errors = daemon_capture.run_through(
         args, lambda s: s["ports"][0]["rx_packets"] >= expected and s["ports"][0]["tx_packets"] >= expected, label)
     print(errors, file=sys.stderr)
