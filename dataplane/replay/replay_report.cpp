@@ -172,7 +172,8 @@ void write_shaping(JsonWriter& json, const Rule& rule, const RuleCounters& c, co
   json.begin_object("shaping");
   json.field("max_delay_ns", *rule.on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns);
   json.field("held_packets", c.shaped_packets);
-  json.field("late_packets", c.packets[static_cast<std::size_t>(Color::red)]);
+  json.field("late_packets", c.packets[static_cast<std::size_t>(Color::red)] - c.queue_overflow_packets);
+  json.field("queue_overflow_packets", c.queue_overflow_packets);  // red too: its queue N was full
   std::vector<std::uint32_t> sorted = delays != nullptr ? *delays : std::vector<std::uint32_t>{};
   std::sort(sorted.begin(), sorted.end());
   json.begin_object("delay_ns");

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -310,8 +311,8 @@ std::vector<PcapRecord> read_ns_pcap(const fs::path& path) {
 }
 
 // Every RFC meter, byte and packet mode, and two per-key rules, shaping flows offered at twice their
-// committed rate with random sizes and gaps: tricolor-replay's CSV (color, action, delay) equals the
-// model packet for packet; its output capture holds exactly the packets released, each at its release
+// committed rate with random sizes and gaps, and rules of small queues (queue N) that overflow them:
+// tricolor-replay's CSV (color, action, delay) equals the model packet for packet; its output capture holds exactly the packets released, each at its release
 // time, in time order, every flow in its own order; over any interval a flow's released bytes stay
 // within CBS + CIR x the interval.
 TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
@@ -320,6 +321,7 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
     RefParams params;
     std::string per;       // "", or a per-key clause: the flow's packets come from three sources
     std::uint64_t max_delay_ns;
+    std::size_t queue = 0;  // queue N (0: none)
   };
   const std::uint64_t cir = 1'234'567, cbs = 30'000, pps = 1234, pkts = 50;
   const std::string rate = std::to_string(cir * 8) + "bit", rate2 = std::to_string(cir * 3 / 2 * 8) + "bit";
@@ -339,12 +341,19 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
        3'000'000},
       {"s-per-5tuple", "srtcm cir " + rate + " cbs 30000 ebs 45000", {RefAlgorithm::srtcm, false, cir, cbs, 0, 45'000},
        "per 5-tuple", 1'000'000},
+      // Small queues: the rule's held packets (per key: all its keys' together) bounded.
+      {"q-1r2c", "1r2c cir " + rate + " cbs 30000", {RefAlgorithm::one_rate_two_color, false, cir, cbs}, "", 5'000'000, 3},
+      {"q-trtcm-pkt", "trtcm cir " + std::to_string(pps) + "pps cbs 50pkt pir " + std::to_string(pps * 2) + "pps pbs 80pkt",
+       {RefAlgorithm::trtcm, true, pps, pkts, 0, 0, pps * 2, 80}, "", 3'000'000, 2},
+      {"q-per-src", "1r2c cir " + rate + " cbs 30000", {RefAlgorithm::one_rate_two_color, false, cir, cbs}, "per src",
+       3'000'000, 5},
   };
   std::ostringstream policy;
   for (std::size_t i = 0; i < specs.size(); ++i) policy << "profile add p" << i << " " << specs[i].profile_text << "\n";
   for (std::size_t i = 0; i < specs.size(); ++i)
     policy << "rule add " << specs[i].rule << " proto udp dst 10.9." << i << ".1/32 profile p" << i << " "
-           << specs[i].per << " red shape max-delay " << specs[i].max_delay_ns / 1000 << "us\n";
+           << specs[i].per << " red shape max-delay " << specs[i].max_delay_ns / 1000 << "us"
+           << (specs[i].queue != 0 ? " queue " + std::to_string(specs[i].queue) : "") << "\n";
   std::ofstream(dir_ / "policy") << policy.str();
 
   Rng rng{2027};
@@ -390,7 +399,10 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
     std::size_t index;
   };
   std::vector<Released> released;
-  std::vector<std::size_t> held(specs.size(), 0), late(specs.size(), 0), now(specs.size(), 0);
+  std::vector<std::size_t> held(specs.size(), 0), late(specs.size(), 0), now(specs.size(), 0), overflow(specs.size(), 0);
+  // The model of a queue: the release times of the rule's packets still held (a packet leaves at its
+  // release: released at or before a, it is no longer held at a).
+  std::vector<std::multiset<std::uint64_t>> queued(specs.size());
   for (std::size_t k = 0; k < sorted.size(); ++k) {
     const std::size_t i = sorted_flow[k];
     const ShapeSpec& f = specs[i];
@@ -398,7 +410,13 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
     auto found = meters.find(meter_key);
     if (found == meters.end()) found = meters.emplace(meter_key, ReferenceMeter(f.params, f.per.empty() ? kStart : sorted[k].time_ns)).first;
     const std::uint64_t a = sorted[k].time_ns;
-    const auto release = model_release(found->second, a, sorted[k].frame.size(), f.max_delay_ns);
+    std::multiset<std::uint64_t>& q = queued[i];
+    q.erase(q.begin(), q.upper_bound(a));
+    const bool full = f.queue != 0 && q.size() >= f.queue;  // then only a packet that conforms now passes
+    // (Full, behind a check later than a — a packet released later — it would wait: nothing taken.)
+    std::optional<std::uint64_t> release;
+    if (!full || found->second.now() <= a) release = model_release(found->second, a, sorted[k].frame.size(), full ? 0 : f.max_delay_ns);
+    if (release && *release > a && f.queue != 0) q.insert(*release);
     const auto& row = rows[k + 1];
     ASSERT_EQ(row.size(), 10u);
     ASSERT_EQ(row[1], f.rule) << "packet " << k;
@@ -410,15 +428,15 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
       ++(*release == a ? now : held)[i];
     } else {
       ASSERT_EQ(row[4], "red") << f.rule << ": packet " << k << " at " << a - kStart;
-      ASSERT_EQ(row[5], "drop") << f.rule << ": packet " << k;
+      ASSERT_EQ(row[5], full ? "drop;queue-full" : "drop") << f.rule << ": packet " << k << ", " << q.size() << " held";
       ASSERT_EQ(row[9], "-");
-      ++late[i];
+      ++(full ? overflow : late)[i];
     }
   }
   for (std::size_t i = 0; i < specs.size(); ++i) {  // the test means something for every rule
     EXPECT_GT(now[i], 10u) << specs[i].rule;
     EXPECT_GT(held[i], 100u) << specs[i].rule;
-    EXPECT_GT(late[i], 100u) << specs[i].rule;
+    EXPECT_GT(specs[i].queue != 0 ? overflow[i] : late[i], 100u) << specs[i].rule;
   }
   // The summary: per rule, the packets held and late, and the longest delay.
   const std::string json = slurp(dir_ / "out.json");
@@ -431,6 +449,8 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
     const std::string rule_json = json.substr(from, json.find("\"name\": ", from + 1) - from);
     EXPECT_NE(rule_json.find("\"held_packets\": " + std::to_string(held[i]) + ","), std::string::npos) << rule_json;
     EXPECT_NE(rule_json.find("\"late_packets\": " + std::to_string(late[i]) + ","), std::string::npos) << rule_json;
+    EXPECT_NE(rule_json.find("\"queue_overflow_packets\": " + std::to_string(overflow[i]) + ","), std::string::npos)
+        << rule_json;
     EXPECT_NE(rule_json.find("\"max\": " + std::to_string(longest)), std::string::npos) << rule_json;
     EXPECT_NE(rule_json.find("\"max_delay_ns\": " + std::to_string(specs[i].max_delay_ns) + ","), std::string::npos) << rule_json;
   }
