@@ -176,7 +176,10 @@ Dict rule_dict(const dataplane::RuleSnapshot& rule) {
   add_colors(dict, rule.counters.packets, &rule.counters.bytes);
   dict.add("dropped_packets", rule.counters.dropped_packets);
   dict.add("dropped_bytes", rule.counters.dropped_bytes);
-  if (rule.shaping) dict.add("shaped_packets", rule.counters.shaped_packets);
+  if (rule.shaping) {
+    dict.add("shaped_packets", rule.counters.shaped_packets);
+    dict.add("queue_overflow_packets", rule.counters.queue_overflow_packets);
+  }
   if (rule.max_flows) {
     dict.add("flows_opened", rule.counters.flows_opened);
     dict.add("flows_refused", rule.counters.flows_refused);
