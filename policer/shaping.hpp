@@ -123,11 +123,14 @@ std::optional<std::uint64_t> shape(State& s, const Profile& p, std::uint64_t now
 // A shaper's bound on what it holds (`red shape max-delay D queue N`): the release ticks of the packets
 // one rule holds on one worker, at most N, as a binary min-heap over storage the caller owns (made at
 // load: nothing is allocated per packet). Per-key rules interleave their keys' releases, so they come
-// out of order; a heap answers "how many are still held at t" in O(log N) a packet either way.
+// out of order; a heap answers "how many are still held at t" in O(log N) a packet either way. Its
+// limit may be lowered below its capacity (a live change to a smaller N keeps what is held, and the
+// queue is full until enough of it has left).
 class ShapeQueue {
  public:
   ShapeQueue() = default;
-  ShapeQueue(std::uint64_t* storage, std::uint32_t limit) noexcept : heap_(storage), limit_(limit) {}
+  ShapeQueue(std::uint64_t* storage, std::uint32_t capacity) noexcept
+      : heap_(storage), capacity_(capacity), limit_(capacity) {}
 
   // Forgets the packets that have left by `now`: a packet leaves at its release tick (release <= now),
   // as tricolord's wheel drains and tricolor-replay writes it, before a packet arriving then.
@@ -137,8 +140,10 @@ class ShapeQueue {
   bool full() const noexcept { return size_ >= limit_; }
   std::uint32_t held() const noexcept { return size_; }
   std::uint32_t limit() const noexcept { return limit_; }
+  std::uint32_t capacity() const noexcept { return capacity_; }
+  void set_limit(std::uint32_t limit) noexcept { limit_ = std::min(limit, capacity_); }
   void hold(std::uint64_t release) noexcept {
-    assert(size_ < limit_);
+    assert(size_ < limit_ && limit_ <= capacity_);
     std::uint32_t i = size_++;
     while (i != 0) {
       const std::uint32_t up = (i - 1) / 2;  // a shift: unsigned
@@ -166,6 +171,7 @@ class ShapeQueue {
 
   std::uint64_t* heap_ = nullptr;
   std::uint32_t size_ = 0;
+  std::uint32_t capacity_ = 0;
   std::uint32_t limit_ = 0;
 };
 

@@ -30,8 +30,7 @@ struct Engine::Slot {
   PerKey per_key;                                           // the key tables' configuration
   std::vector<std::unique_ptr<KeyedMeters>> keys;           // per worker (per-key rules)
   std::vector<std::unique_ptr<FlowTable>> flows;            // per worker (max-flows rules), with `keys`
-  // Shaping with queue N: per worker, what the rule holds there; kept while N stays (below).
-  std::uint32_t shape_queue = 0;
+  // Shaping with queue N: per worker, what the rule holds there; kept while N fits them (below).
   std::vector<std::unique_ptr<ShapeLedger>> ledgers;
   // Placement off (a test switch): each worker's own aggregate and parent meters.
   std::vector<std::unique_ptr<policer::SharedMeter>> local_aggregates, local_parents;
@@ -474,12 +473,15 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
     }
     rp.drop_keys = !keyed && !slot.keys.empty();
 
-    // Shaping queues (queue N): kept while N stays, whatever happens to the meters, since the packets
-    // they count are still held (a rule's meter started afresh still has its held packets ahead of
-    // it in the wheel). A new N starts empty: what the old bound admitted leaves within max-delay,
-    // and until then the rule may hold up to old N + new N on a worker (doc/engine.md "Shaping").
+    // Shaping queues (queue N): kept while N fits them, whatever happens to the meters, since the
+    // packets they count are still held (a rule's meter started afresh still has its held packets
+    // ahead of it in the wheel); a smaller N only lowers their limit (the worker sets it per burst),
+    // so the rule stays full until enough has left. A larger N needs new ones, which start empty
+    // (the worker alone may touch the old ones, and may already have let go of them): what the old
+    // bound admitted leaves within max-delay, and until then the rule may hold up to old N + new N
+    // on a worker (doc/engine.md "Shaping").
     const std::uint32_t queue = rule.on_color[static_cast<std::size_t>(Color::red)].shape_queue.value_or(0);
-    const bool ledgers_kept = queue != 0 && slot.shape_queue == queue && !slot.ledgers.empty();
+    const bool ledgers_kept = queue != 0 && !slot.ledgers.empty() && queue <= slot.ledgers[0]->capacity();
     if (queue != 0 && !ledgers_kept) {
       rp.new_ledgers.reserve(workers);
       for (unsigned w = 0; w < workers; ++w) {
@@ -597,7 +599,6 @@ void Engine::commit(Plan& plan) noexcept {
       for (auto& ledger : slot.ledgers) retired.ledgers.push_back(std::move(ledger));
       slot.ledgers = std::move(rp.new_ledgers);
     }
-    slot.shape_queue = policy.rules[i].on_color[static_cast<std::size_t>(Color::red)].shape_queue.value_or(0);
   }
   for (auto& [name, slot] : slots_)
     if (slot) retired.slots.push_back(std::move(slot));  // deleted rules

@@ -1,7 +1,8 @@
 #pragma once
 // A shaping rule's bound on one worker (`red shape max-delay D queue N`, doc/engine.md "Shaping"): the
 // release ticks of the packets the rule holds there (policer::ShapeQueue, a min-heap of N u64), made
-// when the rule is installed from the worker's MemorySource, resident, and never grown. Only its
+// when the rule is installed from the worker's MemorySource, resident, and never grown (a live change
+// to a smaller N keeps it, its limit lowered by the worker: CompiledRule::shape_queue). Only its
 // worker reads and writes it.
 #include <cstddef>
 #include <cstdint>
@@ -34,7 +35,7 @@ class ShapeLedger {
   ShapeLedger& operator=(const ShapeLedger&) = delete;
 
   policer::ShapeQueue& queue() noexcept { return queue_; }
-  std::uint32_t limit() const noexcept { return limit_; }
+  std::uint32_t capacity() const noexcept { return limit_; }
 
  private:
   ShapeLedger(std::uint32_t limit, MemorySource& source) noexcept : source_(&source), limit_(limit) {}

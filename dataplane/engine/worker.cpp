@@ -98,7 +98,11 @@ void Worker::shape_shared(policer::SharedMeter& meter, const CompiledRule& rule,
     catch_up_shared(m, applied, rule.history, rule.profile_generation, *rule.profile, seen_, first_tick_);
   };
   // The queue is this worker's alone: used inside the meter's critical section, but not shared by it.
-  policer::ShapeQueue* queue = mine.ledger != nullptr ? &mine.ledger->queue() : nullptr;
+  policer::ShapeQueue* queue = nullptr;
+  if (mine.ledger != nullptr) {
+    queue = &mine.ledger->queue();
+    queue->set_limit(rule.shape_queue);  // N as this set says: a live change may have lowered it
+  }
   meter.shape_burst_after(catch_up, times, lengths, rule.shape_max_delay, queue, delays, out);
 }
 
@@ -189,6 +193,7 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
       if (max_delay != 0) [[unlikely]] {  // a shaping rule: green now or later, or late (red)
         if (mine.ledger != nullptr) {  // queue N: bounded on this worker, whichever key a packet is of
           policer::ShapeQueue& queue = mine.ledger->queue();
+          queue.set_limit(rule.shape_queue);  // N as this set says: a live change may have lowered it
           each([&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
             policer::ShapeDrop drop;
             const auto wait = policer::shape<Algo>(state, profile, times[k], lengths[k], max_delay, queue, drop);

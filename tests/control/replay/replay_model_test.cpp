@@ -529,8 +529,8 @@ TEST_F(ReplayAgainstModel, ShapingCutsAtMaxDelayExactlyAndKeepsItsQueueAcrossCha
 }
 
 // queue N by hand, across live changes: 1000 pps, a token a millisecond, one in the bucket, queue 2.
-// A release at t has left for a packet arriving at t; a change that keeps N keeps what is held; a new
-// N starts an empty queue.
+// A release at t has left for a packet arriving at t; a change that keeps N keeps what is held; a
+// larger N starts an empty queue; a smaller one keeps what is held, full until enough has left.
 TEST_F(ReplayAgainstModel, ShapingQueueOverflowsAndLiveChanges) {
   const std::string rule = "proto udp profile s red shape max-delay 10ms";
   std::ofstream(dir_ / "policy") << "profile add s 1r2c cir 1000pps cbs 1pkt\nrule add shaped " << rule << " queue 2\n";
@@ -543,24 +543,28 @@ TEST_F(ReplayAgainstModel, ShapingQueueOverflowsAndLiveChanges) {
   at(kMs / 2, 1);       // after a change of max-delay (N kept): both still held: dropped, nothing taken
   at(kMs, 1);           // the 1 ms release has left: held to 3 ms (queue: 2 and 3 ms)
   at(kMs + kMs / 2, 4); // after a change to queue 3 (an empty queue): 4, 5, 6 ms held, then full
+  at(4 * kMs, 1);       // after a change to queue 1: the 4 ms release has left, 5 and 6 ms held: full
+  at(6 * kMs, 1);       // both left: held to 7 ms
+  at(6 * kMs + kMs / 2, 1);  // full again
   write_pcap(dir_ / "in.pcap", packets);
   const CommandResult result =
       run(replay_binary() + " --policy " + (dir_ / "policy").string() + " --in " + (dir_ / "in.pcap").string() +
           " --csv " + (dir_ / "out.csv").string() + " --json " + (dir_ / "out.json").string() +
           " --change-at '4:rule change shaped proto udp profile s red shape max-delay 9ms queue 2'"
-          " --change-at '6:rule change shaped " + rule + " queue 3'");
+          " --change-at '6:rule change shaped " + rule + " queue 3'" +
+          " --change-at '10:rule change shaped " + rule + " queue 1'");
   ASSERT_EQ(result.status, 0) << result.output;
   const auto rows = read_csv(dir_ / "out.csv");
   ASSERT_EQ(rows.size(), packets.size() + 1);
   const std::vector<std::string> delays = {"0", "1000000", "2000000", "-", "-", "2000000",
-                                           "2500000", "3500000", "4500000", "-"};
+                                           "2500000", "3500000", "4500000", "-", "-", "1000000", "-"};
   for (std::size_t k = 1; k < rows.size(); ++k) {
     EXPECT_EQ(rows[k][9], delays[k - 1]) << "packet " << k - 1;
     EXPECT_EQ(rows[k][5], delays[k - 1] == "-" ? "drop;queue-full" : "forward") << "packet " << k - 1;
   }
   const std::string json = slurp(dir_ / "out.json");
   EXPECT_NE(json.find("\"late_packets\": 0,"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"queue_overflow_packets\": 3,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"queue_overflow_packets\": 5,"), std::string::npos) << json;
 }
 
 }  // namespace
