@@ -451,6 +451,8 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
     EXPECT_NE(rule_json.find("\"late_packets\": " + std::to_string(late[i]) + ","), std::string::npos) << rule_json;
     EXPECT_NE(rule_json.find("\"queue_overflow_packets\": " + std::to_string(overflow[i]) + ","), std::string::npos)
         << rule_json;
+    EXPECT_EQ(rule_json.find("\"queue_packets\": " + std::to_string(specs[i].queue) + ",") != std::string::npos,
+              specs[i].queue != 0) << rule_json;
     EXPECT_NE(rule_json.find("\"max\": " + std::to_string(longest)), std::string::npos) << rule_json;
     EXPECT_NE(rule_json.find("\"max_delay_ns\": " + std::to_string(specs[i].max_delay_ns) + ","), std::string::npos) << rule_json;
   }
