@@ -138,14 +138,16 @@ void BM_engine_aggregate(benchmark::State& state) {
 // Shaping (issue 27): BM_engine_per_key's rule, or BM_engine_aggregate's (keys 0), with `red shape
 // max-delay 1ms`. Second argument 0: its rates (a key's packets all conform when they come: the
 // decision is conforming_at's, then the check); 1: 64 kB/s per key (nearly every packet would wait
-// longer than 1 ms: late). The aggregate at its rates is late for nearly every packet too. Beside
-// BM_engine_per_key/<keys> and BM_engine_aggregate, the same rule policing.
+// longer than 1 ms: late); 2: the same with `queue 64` (the worker's queue for the rule full nearly
+// always: most would-be-held packets overflow). The aggregate at its rates is late for nearly every
+// packet too. Beside BM_engine_per_key/<keys> and BM_engine_aggregate, the same rule policing.
 void BM_engine_shaping(benchmark::State& state) {
   const auto keys = static_cast<std::uint32_t>(state.range(0));
   Policy p = policy(std::max<std::uint32_t>(keys, 1024));
   if (keys == 0) p.rules[0].per_key = PerKey{};
   p.rules[0].on_color[2] = Action{true, std::nullopt, std::nullopt, 1'000'000};
-  if (state.range(1) == 1) {
+  if (state.range(1) == 2) p.rules[0].on_color[2].shape_queue = 64;
+  if (state.range(1) != 0) {
     policer::Params& slow = p.profiles[0].params;
     slow.cir = 64'000, slow.cbs = 128, slow.pir = 128'000, slow.pbs = 256;
   }
@@ -155,7 +157,8 @@ void BM_engine_shaping(benchmark::State& state) {
   const RuleCounters c = (*engine)->counters(0);
   const double total = static_cast<double>(c.packets[0] + c.packets[1] + c.packets[2]);
   state.counters["held"] = static_cast<double>(c.shaped_packets) / total;
-  state.counters["late"] = static_cast<double>(c.packets[2]) / total;
+  state.counters["late"] = static_cast<double>(c.packets[2] - c.queue_overflow_packets) / total;
+  state.counters["overflow"] = static_cast<double>(c.queue_overflow_packets) / total;
 }
 
 // Flows per key (issue 27): a rule per source address (every packet's key is a source of its own, one
@@ -329,7 +332,7 @@ void BM_policy_update(benchmark::State& state) {
 BENCHMARK(BM_engine_per_key)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_aggregate)->Arg(4096)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_flows)->ArgsProduct({{4096, 1 << 20}, {0, 1}})->Unit(benchmark::kNanosecond);
-BENCHMARK(BM_engine_shaping)->ArgsProduct({{0, 4096, 1 << 20}, {0, 1}})->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_engine_shaping)->ArgsProduct({{0, 4096, 1 << 20}, {0, 1, 2}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_per_key_daemon_index)->Arg(4096)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_acl_rules)->ArgsProduct({{0, 1, 2}, {0, 1}, {4096, 1 << 20}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_bare_meter)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);

@@ -88,14 +88,27 @@ class AggregateMeter {
   // Shaping (policer/shaping.hpp): each packet, with its own tick, green with the ticks it waits in
   // `delays`, or red (later than `max_delay`: dropped, nothing taken). The rule's profile shapes
   // (can_shape, checked when the rule is compiled); any other colors as color_each() does, delays 0.
+  // With a `queue` (the calling worker's, for this rule: `queue N`), a packet that would wait while it
+  // is full is dropped too, taking nothing, its delay kQueueFullMark.
   void shape_each(std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
-                  std::uint64_t max_delay, std::span<std::uint32_t> delays, std::span<Color> colors) noexcept {
+                         std::uint64_t max_delay, ShapeQueue* queue, std::span<std::uint32_t> delays,
+                         std::span<Color> colors) noexcept {
     const Profile& p = meter_.profile();
     if (!in_window_) {
       const bool shaped = with_algorithm(p.algorithm(), [&](auto algo) {
         using Algo = decltype(algo);
         if constexpr (kShapes<Algo>) {
           State& s = meter_.state();
+          // Two copies of the loop: the unbounded one carries no queue per packet.
+          if (queue != nullptr) {
+            for (std::size_t i = 0; i < lengths.size(); ++i) {
+              ShapeDrop drop;
+              const auto wait = shape<Algo>(s, p, times[i], lengths[i], max_delay, *queue, drop);
+              colors[i] = wait ? Color::green : Color::red;
+              delays[i] = wait ? static_cast<std::uint32_t>(*wait) : drop == ShapeDrop::queue_full ? kQueueFullMark : 0;
+            }
+            return true;
+          }
           for (std::size_t i = 0; i < lengths.size(); ++i) {
             const auto wait = shape<Algo>(s, p, times[i], lengths[i], max_delay);
             colors[i] = wait ? Color::green : Color::red;

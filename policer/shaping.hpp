@@ -120,4 +120,79 @@ std::optional<std::uint64_t> shape(State& s, const Profile& p, std::uint64_t now
   return *at - now;
 }
 
+// A shaper's bound on what it holds (`red shape max-delay D queue N`): the release ticks of the packets
+// one rule holds on one worker, at most N, as a binary min-heap over storage the caller owns (made at
+// load: nothing is allocated per packet). Per-key rules interleave their keys' releases, so they come
+// out of order; a heap answers "how many are still held at t" in O(log N) a packet either way. Its
+// limit may be lowered below its capacity (a live change to a smaller N keeps what is held, and the
+// queue is full until enough of it has left).
+class ShapeQueue {
+ public:
+  ShapeQueue() = default;
+  ShapeQueue(std::uint64_t* storage, std::uint32_t capacity) noexcept
+      : heap_(storage), capacity_(capacity), limit_(capacity) {}
+
+  // Forgets the packets that have left by `now`: a packet leaves at its release tick (release <= now),
+  // as tricolord's wheel drains and tricolor-replay writes it, before a packet arriving then.
+  void leave_by(std::uint64_t now) noexcept {
+    while (size_ != 0 && heap_[0] <= now) pop();
+  }
+  bool full() const noexcept { return size_ >= limit_; }
+  std::uint32_t held() const noexcept { return size_; }
+  std::uint32_t limit() const noexcept { return limit_; }
+  std::uint32_t capacity() const noexcept { return capacity_; }
+  void set_limit(std::uint32_t limit) noexcept { limit_ = std::min(limit, capacity_); }
+  void hold(std::uint64_t release) noexcept {
+    assert(size_ < limit_ && limit_ <= capacity_);
+    std::uint32_t i = size_++;
+    while (i != 0) {
+      const std::uint32_t up = (i - 1) / 2;  // a shift: unsigned
+      if (heap_[up] <= release) break;
+      heap_[i] = heap_[up];
+      i = up;
+    }
+    heap_[i] = release;
+  }
+
+ private:
+  void pop() noexcept {
+    const std::uint64_t last = heap_[--size_];
+    std::uint32_t i = 0;
+    for (;;) {
+      std::uint32_t child = 2 * i + 1;
+      if (child >= size_) break;
+      if (child + 1 < size_ && heap_[child + 1] < heap_[child]) ++child;
+      if (heap_[child] >= last) break;
+      heap_[i] = heap_[child];
+      i = child;
+    }
+    heap_[i] = last;
+  }
+
+  std::uint64_t* heap_ = nullptr;
+  std::uint32_t size_ = 0;
+  std::uint32_t capacity_ = 0;
+  std::uint32_t limit_ = 0;
+};
+
+// Why a shaper dropped a packet, if it did.
+enum class ShapeDrop : std::uint8_t { none, late, queue_full };
+// A burst's delay slot of a packet dropped because its queue was full (a dropped packet has no delay;
+// a held one's fits 32 bits of ticks below this): how the loops tell it to the caller, no extra array.
+inline constexpr std::uint32_t kQueueFullMark = UINT32_MAX;
+
+// shape() under a queue bound: the packets released by `now` leave the queue first; with N held, the
+// packet is decided with no delay allowed (one that conforms now still leaves, one that would wait is
+// dropped, taking nothing, as a late one), and `drop` says queue_full; a packet held is queued.
+template <class Algo>
+std::optional<std::uint64_t> shape(State& s, const Profile& p, std::uint64_t now, std::uint32_t length,
+                                   std::uint64_t max_delay, ShapeQueue& queue, ShapeDrop& drop) noexcept {
+  queue.leave_by(now);
+  const bool full = queue.full();
+  const auto wait = shape<Algo>(s, p, now, length, full ? 0 : max_delay);
+  drop = wait ? ShapeDrop::none : full ? ShapeDrop::queue_full : ShapeDrop::late;
+  if (wait && *wait != 0) queue.hold(now + *wait);
+  return wait;
+}
+
 }  // namespace tricolor::policer

@@ -115,13 +115,15 @@ class alignas(64) SharedMeter {
   }
 
   // Shaping's form of check_burst_after (AggregateMeter::shape_each): still one critical section.
+  // `queue`: the caller's own, or null.
   template <class CatchUp>
-  void shape_burst_after(CatchUp&& catch_up, std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
-                         std::uint64_t max_delay, std::span<std::uint32_t> delays, std::span<Color> colors) noexcept {
+  void shape_burst_after(CatchUp&& catch_up, std::span<const std::uint64_t> times,
+                                std::span<const std::uint32_t> lengths, std::uint64_t max_delay, ShapeQueue* queue,
+                                std::span<std::uint32_t> delays, std::span<Color> colors) noexcept {
     assert(times.size() >= lengths.size() && colors.size() >= lengths.size() && delays.size() >= lengths.size());
     exclusive([&](AggregateMeter& m) {
       catch_up(m, generation_);
-      m.shape_each(times, lengths, max_delay, delays, colors);
+      m.shape_each(times, lengths, max_delay, queue, delays, colors);
     });
   }
 

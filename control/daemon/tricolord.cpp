@@ -635,6 +635,7 @@ int run(int argc, char** argv) {
   if (o.classifier_scan_entries) engine_options.limits.classifier_scan_entries = *o.classifier_scan_entries;
   engine_options.limits.classifier_exact_hash = !o.classifier_no_hash;
   engine_options.limits.flow_cache_entries = o.flow_cache_entries;
+  engine_options.limits.shape_capacity = o.shape_capacity;
   // Cluster meters start in the fallback until their first lease (a box that cannot reach Redis at
   // startup meters as it would if Redis went away later); without Redis, at the box's share.
   engine_options.cluster_boxes = o.cluster.boxes;

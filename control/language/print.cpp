@@ -102,7 +102,9 @@ std::string format_protocol(std::uint8_t protocol) {
 }
 
 std::string format_action(const Action& action) {
-  if (action.shape_max_delay_ns) return "shape max-delay " + format_duration(*action.shape_max_delay_ns);
+  if (action.shape_max_delay_ns)
+    return "shape max-delay " + format_duration(*action.shape_max_delay_ns) +
+           (action.shape_queue ? " queue " + format_capacity(*action.shape_queue) : "");
   if (action.drop) return "drop";
   if (!action.dscp && !action.pcp) return "forward";
   std::string text;

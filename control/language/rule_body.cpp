@@ -286,6 +286,8 @@ Expected<Rule> parse_rule_body(Cursor& c, const Store& store, std::string_view n
       continue;
     }
 
+    if (key == "queue")
+      return at(key, "queue belongs to a shaping action, right after it: red shape max-delay D queue N");
     if (key == "pcp-map" || key == "dscp-map" || key == "unmapped")
       return at(key, cat(key,
                          " belongs to 'input map', right after it: input map [pcp-map NAME] [dscp-map NAME] "
@@ -334,6 +336,14 @@ Expected<Action> parse_action(Cursor& c) {
       return at(*token, "max-delay must be from 1us to 1s");
     action.drop = true;  // what a packet that would wait longer gets
     action.shape_max_delay_ns = *ns;
+    // queue N: at most N held at once per worker.
+    if (c.accept("queue")) {
+      const auto packets = c.expect(kExpectShapeQueue);
+      if (!packets) return packets.error();
+      const auto queue = parse_shape_queue(*packets);
+      if (!queue) return queue.error();
+      action.shape_queue = *queue;
+    }
   } else if (*word == "remark" || *word == "pcp") {
     // remark DSCP [pcp N] | pcp N [remark DSCP]: one or both parts, either first.
     bool remark = *word == "remark";

@@ -368,6 +368,16 @@ Expected<std::uint32_t> parse_capacity(std::string_view token) {
   return static_cast<std::uint32_t>(capacity->value);
 }
 
+// A shaping rule's queue: 1..2^20 packets, with k = 1024 and m = 1048576.
+Expected<std::uint32_t> parse_shape_queue(std::string_view token) {
+  const auto packets = parse_scaled(token, kCapacityScales);
+  if (!packets) return not_a_keyword(token, cat("expected ", kExpectShapeQueue));
+  if (packets->not_whole) return at(token, "is not a whole number of packets");
+  if (packets->value < 1 || packets->value > dataplane::kMaxShapeQueue)
+    return at(token, "queue must be 1 to 1m (1048576) packets");
+  return static_cast<std::uint32_t>(packets->value);
+}
+
 Expected<std::vector<std::pair<std::uint8_t, std::uint8_t>>> parse_color_map_values(std::string_view token,
                                                                                     dataplane::ColorMapKind kind) {
   const bool dscp = kind == dataplane::ColorMapKind::dscp;

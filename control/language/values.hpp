@@ -27,6 +27,7 @@ Expected<std::uint64_t> parse_duration(std::string_view token);                 
 Expected<std::uint64_t> parse_timeout(std::string_view token);                      // 30s, in ns: 1ms..24h
 Expected<std::uint32_t> parse_count(std::string_view token, std::string_view what);  // 8 (no unit)
 Expected<std::uint32_t> parse_capacity(std::string_view token);                     // 64k
+Expected<std::uint32_t> parse_shape_queue(std::string_view token);                  // 64, 4k: 1..1m packets
 
 // The values of one color of a color map: N, N-M or (DSCP) names, each end at most 63 (DSCP) or 7
 // (PCP), separated by commas, as ranges (first, last) as written (a reversed one is the caller's error).

@@ -90,7 +90,7 @@ bool for_each_item(std::string_view text, char separator, Visit visit) {
 // ---- vocabulary ----------------------------------------------------------------------------------
 
 // clang-format off
-inline constexpr std::array<std::string_view, 80> kKeywords{
+inline constexpr std::array<std::string_view, 81> kKeywords{
     "profile", "rule",   "add",   "change", "delete", "list",    "show",      "default",
     "first",   "last",   "before", "after", "port",   "vlan",    "src",       "dst",
     "proto",   "sport",  "dport", "dscp",   "input",  "length",  "blind",     "green",
@@ -103,7 +103,7 @@ inline constexpr std::array<std::string_view, 80> kKeywords{
     "fixed-window", "sliding-window", "gcra", "smooth", "warmup", "rate", "limit", "window",
     "buckets", "tolerance", "max-burst", "period", "cold-factor",
     // shaping (issue 27)
-    "shape", "max-delay",
+    "shape", "max-delay", "queue",
     // concurrent flows per key (issue 27)
     "max-flows", "flow-timeout", "flow-capacity",
 };
@@ -320,6 +320,8 @@ inline constexpr std::string_view kExpectLength =
 inline constexpr std::string_view kExpectPcp = "a PCP 0-7";
 inline constexpr std::string_view kExpectAction = "an action: forward, drop, remark DSCP or pcp N";
 inline constexpr std::string_view kExpectShapeDelay = "a maximum delay such as 5ms or 200us (1us to 1s)";
+inline constexpr std::string_view kExpectShapeQueue =
+    "a number of packets held at once such as 64, 4k or 1m (1 to 1m, k = 1024, m = 1048576)";
 inline constexpr std::string_view kExpectClause =
     "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, per, timeout, capacity, "
     "fallback, max-flows, flow-timeout, flow-capacity, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "

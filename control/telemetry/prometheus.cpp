@@ -96,6 +96,10 @@ void rules(Exposition& e, const DaemonSnapshot& s) {
            "Packets a shaping rule (red shape max-delay D) held to leave later; its late ones are its red packets.");
   for (const RuleSnapshot& r : s.rules)
     if (r.shaping) e.sample({{"rule", r.name}}, r.counters.shaped_packets);
+  e.family("tricolor_rule_queue_overflow_packets_total", "counter",
+           "Packets a shaping rule dropped because its queue (queue N) was full on their worker; red, like its late ones.");
+  for (const RuleSnapshot& r : s.rules)
+    if (r.shaping) e.sample({{"rule", r.name}}, r.counters.queue_overflow_packets);
   e.family("tricolor_rule_flows_opened_total", "counter", "Flows a max-flows rule opened (flows per key).");
   for (const RuleSnapshot& r : s.rules)
     if (r.max_flows) e.sample({{"rule", r.name}}, r.counters.flows_opened);

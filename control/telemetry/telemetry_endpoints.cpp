@@ -147,10 +147,11 @@ int stats(const char*, const char*, rte_tel_data* d) {
     out.add("busy_polls", s.worker.polls - s.worker.idle_polls);
     out.add("idle_polls", s.worker.idle_polls);
     std::array<std::uint64_t, 3> by_color{};
-    std::uint64_t dropped = 0;
+    std::uint64_t dropped = 0, queue_overflow = 0;
     for (const auto& rule : s.rules) {
       for (std::size_t c = 0; c < 3; ++c) by_color[c] += rule.counters.packets[c];
       dropped += rule.counters.dropped_packets;
+      queue_overflow += rule.counters.queue_overflow_packets;
     }
     add_colors(out, by_color, nullptr);
     out.add("rules_dropped_packets", dropped);
@@ -166,6 +167,7 @@ int stats(const char*, const char*, rte_tel_data* d) {
     out.add("shape_released_packets", s.worker.shape_released);
     out.add("shape_flushed_packets", s.worker.shape_flushed);
     out.add("shape_dropped_packets", s.worker.shape_overflow);
+    out.add("shape_queue_overflow_packets", queue_overflow);  // over the rules: their queue N was full
     out.add("mbufs_in_use", s.mbufs_in_use);
   });
 }
@@ -176,7 +178,10 @@ Dict rule_dict(const dataplane::RuleSnapshot& rule) {
   add_colors(dict, rule.counters.packets, &rule.counters.bytes);
   dict.add("dropped_packets", rule.counters.dropped_packets);
   dict.add("dropped_bytes", rule.counters.dropped_bytes);
-  if (rule.shaping) dict.add("shaped_packets", rule.counters.shaped_packets);
+  if (rule.shaping) {
+    dict.add("shaped_packets", rule.counters.shaped_packets);
+    dict.add("queue_overflow_packets", rule.counters.queue_overflow_packets);
+  }
   if (rule.max_flows) {
     dict.add("flows_opened", rule.counters.flows_opened);
     dict.add("flows_refused", rule.counters.flows_refused);

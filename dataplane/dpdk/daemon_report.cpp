@@ -123,13 +123,14 @@ bool covers(const std::array<std::uint64_t, N>& a, const std::array<std::uint64_
 RuleCounters rule_since(const RuleCounters& now, const RuleCounters& base) {
   if (!covers(now.packets, base.packets) || !covers(now.bytes, base.bytes) || now.dropped_packets < base.dropped_packets ||
       now.keys_created < base.keys_created || now.table_full < base.table_full || now.shaped_packets < base.shaped_packets ||
+      now.queue_overflow_packets < base.queue_overflow_packets ||
       now.flows_opened < base.flows_opened || now.flows_refused < base.flows_refused)
     return now;
   RuleCounters c = now;
   for (std::size_t k = 0; k < 3; ++k) c.packets[k] -= base.packets[k], c.bytes[k] -= base.bytes[k];
   c.dropped_packets -= base.dropped_packets, c.dropped_bytes -= base.dropped_bytes;
   c.keys_created -= base.keys_created, c.keys_renewed -= base.keys_renewed, c.table_full -= base.table_full;
-  c.shaped_packets -= base.shaped_packets;
+  c.shaped_packets -= base.shaped_packets, c.queue_overflow_packets -= base.queue_overflow_packets;
   c.flows_opened -= base.flows_opened, c.flows_closed -= base.flows_closed, c.flows_expired -= base.flows_expired;
   c.flows_refused -= base.flows_refused, c.flow_table_full -= base.flow_table_full;
   // first/last tick stay: when the rule first and last metered, not since the reset
@@ -246,7 +247,9 @@ void print_totals(const DaemonSnapshot& s, std::ostream& out, unsigned sections)
     } else {
       out << "; nothing metered";
     }
-    if (rule.shaping) out << "; shaping: " << c.shaped_packets << " held, " << c.packets[2] << " late (dropped)";
+    if (rule.shaping)
+      out << "; shaping: " << c.shaped_packets << " held, " << c.packets[2] - c.queue_overflow_packets
+          << " late (dropped), " << c.queue_overflow_packets << " queue overflow (dropped)";
     if (rule.max_flows)
       out << "; flows: " << c.flows_opened << " opened, " << c.flows_closed << " closed, " << c.flows_expired
           << " expired, " << c.flows_refused << " refused (" << c.flow_table_full << " table full)";
@@ -348,7 +351,10 @@ nlohmann::json to_json(const DaemonSnapshot& s) {
     r["first_tick"] = c.metered ? json(c.first_tick) : json(nullptr);
     r["last_tick"] = c.metered ? json(c.last_tick) : json(nullptr);
     r["placement"] = placement_name(rule.placement);
-    if (rule.shaping) r["shaped_packets"] = c.shaped_packets;  // held to leave later; the late ones are red
+    if (rule.shaping) {
+      r["shaped_packets"] = c.shaped_packets;  // held to leave later; the late ones are red
+      r["queue_overflow_packets"] = c.queue_overflow_packets;  // red too: its queue N was full
+    }
     if (rule.max_flows)
       r["flows"] = {{"opened", c.flows_opened}, {"closed", c.flows_closed}, {"expired", c.flows_expired},
                     {"refused_packets", c.flows_refused}, {"table_full_packets", c.flow_table_full}};

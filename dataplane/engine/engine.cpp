@@ -30,6 +30,8 @@ struct Engine::Slot {
   PerKey per_key;                                           // the key tables' configuration
   std::vector<std::unique_ptr<KeyedMeters>> keys;           // per worker (per-key rules)
   std::vector<std::unique_ptr<FlowTable>> flows;            // per worker (max-flows rules), with `keys`
+  // Shaping with queue N: per worker, what the rule holds there; kept while N fits them (below).
+  std::vector<std::unique_ptr<ShapeLedger>> ledgers;
   // Placement off (a test switch): each worker's own aggregate and parent meters.
   std::vector<std::unique_ptr<policer::SharedMeter>> local_aggregates, local_parents;
 };
@@ -42,6 +44,7 @@ struct Engine::Retired {
   std::vector<std::unique_ptr<policer::SharedMeter>> meters;  // parent meters given up
   std::vector<std::unique_ptr<KeyedMeters>> tables;           // key tables replaced or given up
   std::vector<std::unique_ptr<FlowTable>> flow_tables;        // flow tables, the same
+  std::vector<std::unique_ptr<ShapeLedger>> ledgers;          // shaping queues, the same
 };
 
 // Everything a policy change needs, made aside by prepare() (which may fail, or run out of memory,
@@ -58,6 +61,8 @@ struct Engine::Plan {
     std::vector<std::unique_ptr<KeyedMeters>> new_keys;  // per worker: the rule's tables made afresh
     std::vector<std::unique_ptr<FlowTable>> new_flows;   // per worker, with new_keys (max-flows rules)
     bool drop_keys = false;                              // the rule has no key tables any more
+    std::vector<std::unique_ptr<ShapeLedger>> new_ledgers;  // per worker: queue N new or changed
+    bool drop_ledgers = false;                               // the rule has no queue any more
   };
   EngineLimits limits;
   bool built_classifier = false;
@@ -89,15 +94,19 @@ std::uint64_t ticks(std::uint64_t ns, policer::TickRate rate) {
 // would color it again after its release), with a delay that fits a Verdict's 32 bits of ticks.
 Expected<bool> check_shaping(const Rule& rule, const policer::Params& params, policer::TickRate rate) {
   for (std::size_t color = 0; color < 2; ++color) {
-    if (rule.on_color[color].shape_max_delay_ns)
+    if (rule.on_color[color].shape_max_delay_ns || rule.on_color[color].shape_queue)
       return Error{rule.name, "rule " + rule.name + ": only red packets can be shaped"};
   }
   for (const auto& row : rule.on_pair)
     for (const auto& action : row)
-      if (action && action->shape_max_delay_ns)
+      if (action && (action->shape_max_delay_ns || action->shape_queue))
         return Error{rule.name, "rule " + rule.name + ": a color pair cannot shape: a shaping rule is color-blind"};
-  const auto& delay = rule.on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns;
-  if (!delay) return true;
+  const Action& red = rule.on_color[static_cast<std::size_t>(Color::red)];
+  const auto& delay = red.shape_max_delay_ns;
+  if (!delay) {
+    if (red.shape_queue) return Error{rule.name, "rule " + rule.name + ": queue without shape max-delay"};
+    return true;
+  }
   const auto fail = [&](const std::string& why) { return Error{rule.name, "rule " + rule.name + ": shaping: " + why}; };
   if (!policer::can_shape(params.algorithm))
     return fail("profile " + rule.profile + " is " + std::string(policer::to_string(params.algorithm)) +
@@ -107,7 +116,35 @@ Expected<bool> check_shaping(const Rule& rule, const policer::Params& params, po
   if (rule.cluster) return fail("a shaping rule cannot have a cluster meter");
   if (*delay == 0 || *delay > kMaxShapeDelayNs) return fail("max-delay must be from 1ns to 1s");
   if (ticks(*delay, rate) > UINT32_MAX) return fail("max-delay is more than 2^32 ticks of this clock");
+  if (red.shape_queue && (*red.shape_queue == 0 || *red.shape_queue > kMaxShapeQueue))
+    return fail("queue must be 1 to 1m (1048576) packets");
   return true;
+}
+
+// Every shaping rule bounded by `queue N`: the worker's wheel must hold all of their queues at once.
+// A rule without a queue is bounded by the wheel alone (what it cannot hold is dropped after its
+// tokens were taken, counted shape_overflow), so a policy that has one is not checked.
+Expected<bool> check_shape_capacity(const Policy& policy, std::uint64_t capacity) {
+  if (capacity == 0) return true;
+  std::uint64_t sum = 0;
+  std::string rules;
+  for (const Rule& rule : policy.rules) {
+    const Action& red = rule.on_color[static_cast<std::size_t>(Color::red)];
+    if (!red.shape_max_delay_ns) continue;
+    if (!red.shape_queue) return true;
+    sum += *red.shape_queue;
+    rules += (rules.empty() ? "" : " + ") + rule.name + " " + std::to_string(*red.shape_queue);
+  }
+  if (sum <= capacity) return true;
+  return Error{"queue", "the shaping queues cannot all be held: " + rules + " = " + std::to_string(sum) +
+                            " packets per worker, more than the " + std::to_string(capacity) +
+                            " each worker can hold (--shape-capacity); lower a queue or raise --shape-capacity"};
+}
+
+Error ledger_unavailable(const Rule& rule, std::uint32_t queue) {
+  return Error{rule.name, "rule " + rule.name + ": cannot allocate its shaping queue: queue " + std::to_string(queue) +
+                              " needs " + bytes_text(ShapeLedger::bytes_for(queue)) +
+                              " per worker (8 bytes a held packet), resident from the start: out of memory"};
 }
 
 // Key tables and flow tables go together: a key counts the flows of its rule's flow table (its entry's
@@ -313,6 +350,7 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
     if (auto shaped = check_shaping(rule, profile_defs.at(rule.profile)->params, tick_rate_); !shaped) return shaped.error();
     if (auto flows = check_max_flows(rule); !flows) return flows.error();
   }
+  if (auto held = check_shape_capacity(policy, limits.shape_capacity); !held) return held.error();
 
   auto set = std::make_unique<RuleSet>();
   set->generation = generation;
@@ -346,6 +384,7 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
   plan.retired.meters.reserve(n * (local_meters(workers) ? workers + 1 : 1));
   plan.retired.tables.reserve(n * workers);
   plan.retired.flow_tables.reserve(n * workers);
+  plan.retired.ledgers.reserve(n * workers);
   for (std::size_t i = 0; i < n; ++i) {
     const Rule& rule = policy.rules[i];
     Plan::RulePlan& rp = plan.rules[i];
@@ -434,12 +473,35 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
     }
     rp.drop_keys = !keyed && !slot.keys.empty();
 
+    // Shaping queues (queue N): kept while N fits them, whatever happens to the meters, since the
+    // packets they count are still held (a rule's meter started afresh still has its held packets
+    // ahead of it in the wheel); a smaller N only lowers their limit (the worker sets it per burst),
+    // so the rule stays full until enough has left. A larger N needs new ones, which start empty
+    // (the worker alone may touch the old ones, and may already have let go of them): what the old
+    // bound admitted leaves within max-delay, and until then the rule may hold up to old N + new N
+    // on a worker (doc/engine.md "Shaping").
+    const std::uint32_t queue = rule.on_color[static_cast<std::size_t>(Color::red)].shape_queue.value_or(0);
+    const bool ledgers_kept = queue != 0 && !slot.ledgers.empty() && queue <= slot.ledgers[0]->capacity();
+    if (queue != 0 && !ledgers_kept) {
+      rp.new_ledgers.reserve(workers);
+      for (unsigned w = 0; w < workers; ++w) {
+        auto ledger = ShapeLedger::make(queue, *memory_[w]);
+        if (!ledger) {
+          plan.short_of_memory = true;
+          return ledger_unavailable(rule, queue);
+        }
+        rp.new_ledgers.push_back(std::move(ledger));
+      }
+    }
+    rp.drop_ledgers = queue == 0 && !slot.ledgers.empty();
+
     // The rule as workers run it.
     CompiledRule& c = set->rules[i];
     c.slot = slot.id;
     c.input = rule.input;
     if (const auto& delay = rule.on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns)
       c.shape_max_delay = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, ticks(*delay, tick_rate_)));
+    c.shape_queue = queue;
     c.length = rule.length;
     for (std::size_t in = 0; in < 3; ++in)
       for (std::size_t out = 0; out < 3; ++out)
@@ -485,6 +547,7 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
       mine.counters = slot.counters[w].get();
       if (keyed) mine.keys = keys_kept ? slot.keys[w].get() : rp.new_keys[w].get();
       if (rule.per_key.max_flows != 0) mine.flows = keys_kept ? slot.flows[w].get() : rp.new_flows[w].get();
+      if (queue != 0) mine.ledger = ledgers_kept ? slot.ledgers[w].get() : rp.new_ledgers[w].get();
       const bool local = local_meters(workers);
       mine.aggregate = local ? slot.local_aggregates[w].get() : c.aggregate;
       if (rule.parent) mine.parent = !local ? c.parent : rp.new_parent ? rp.new_local_parents[w].get() : slot.local_parents[w].get();
@@ -532,6 +595,10 @@ void Engine::commit(Plan& plan) noexcept {
       slot.flows = std::move(rp.new_flows);
     }
     slot.per_key = policy.rules[i].per_key;
+    if (!rp.new_ledgers.empty() || rp.drop_ledgers) {
+      for (auto& ledger : slot.ledgers) retired.ledgers.push_back(std::move(ledger));
+      slot.ledgers = std::move(rp.new_ledgers);
+    }
   }
   for (auto& [name, slot] : slots_)
     if (slot) retired.slots.push_back(std::move(slot));  // deleted rules

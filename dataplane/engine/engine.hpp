@@ -58,6 +58,10 @@ struct EngineLimits {
   // power of two, or 0 for none (the default: on this project's machines it has not paid yet, see
   // flow_cache.hpp). Fixed when the engine is created.
   std::size_t flow_cache_entries = 0;
+  // The packets each worker can hold for shaping (tricolord's --shape-capacity, its timing wheel); 0:
+  // no bound (tricolor-replay holds in memory). When every shaping rule has `queue N`, a policy whose
+  // queues sum past it is refused: their held packets could not all be held.
+  std::uint64_t shape_capacity = 0;
 };
 
 struct EngineOptions {

@@ -53,6 +53,8 @@ inline constexpr std::uint32_t kMaxFlowCapacity = 1u << 24;
 // Shaping holds a packet at most this long (a held packet's delay fits a Verdict's 32-bit tick count on
 // a TSC of up to 4 GHz, and a worker's timing wheel spans it).
 inline constexpr std::uint64_t kMaxShapeDelayNs = 1'000'000'000;
+// queue N: 1 .. kMaxShapeQueue packets held per rule and worker.
+inline constexpr std::uint32_t kMaxShapeQueue = 1u << 20;
 
 // What happens to a packet of a given color: dropped, or forwarded, optionally remarked.
 struct Action {
@@ -64,6 +66,9 @@ struct Action {
   // (the green action applies); one that would wait longer is dropped. `drop` is then true: what a
   // late packet gets. 1 ns .. kMaxShapeDelayNs.
   std::optional<std::uint64_t> shape_max_delay_ns = std::nullopt;
+  // With shaping, `queue N`: the rule holds at most N packets at once on each worker; a packet that
+  // would wait while N are held is dropped, taking nothing (doc/engine.md "Shaping"). 1 .. kMaxShapeQueue.
+  std::optional<std::uint32_t> shape_queue = std::nullopt;
   friend bool operator==(const Action&, const Action&) = default;
 };
 

@@ -28,6 +28,7 @@
 #include "dataplane/engine/keys.hpp"
 #include "dataplane/engine/packet.hpp"
 #include "dataplane/engine/placement.hpp"
+#include "dataplane/engine/shape_ledger.hpp"
 #include "dataplane/engine/policy.hpp"
 #include "policer/meter.hpp"
 #include "policer/cluster_lease.hpp"
@@ -65,6 +66,8 @@ struct RuleCounters {
   std::uint64_t table_full = 0;
   // Shaping rules: packets held to leave later (counted green too); their late ones are the red drops.
   std::uint64_t shaped_packets = 0;
+  // Shaping rules with `queue N`: packets dropped (red, nothing taken) because N were held.
+  std::uint64_t queue_overflow_packets = 0;
   // Max-flows rules: flows opened, closed by a TCP FIN or RST, closed idle (flow-timeout), and packets
   // of new flows refused: their key had max-flows open (flows_refused, which counts those of
   // flow_table_full too) or this worker's flow table was full (flow_table_full).
@@ -96,7 +99,7 @@ struct alignas(64) WorkerRuleCounters {
   std::array<OwnedCounter, 3> bytes;
   OwnedCounter dropped_packets, dropped_bytes, keys_created, keys_renewed, table_full;
   OwnedCounter metered, first_tick, last_tick;  // metered: 1 once first_tick holds a tick
-  OwnedCounter shaped_packets;
+  OwnedCounter shaped_packets, queue_overflow_packets;
   OwnedCounter flows_opened, flows_closed, flows_expired, flows_refused, flow_table_full;
 
   // A burst metered packets of the rule from tick `first` to tick `last`.
@@ -119,6 +122,7 @@ struct alignas(64) WorkerRuleCounters {
     sum.keys_renewed += keys_renewed.get();
     sum.table_full += table_full.get();
     sum.shaped_packets += shaped_packets.get();
+    sum.queue_overflow_packets += queue_overflow_packets.get();
     sum.flows_opened += flows_opened.get();
     sum.flows_closed += flows_closed.get();
     sum.flows_expired += flows_expired.get();
@@ -126,7 +130,7 @@ struct alignas(64) WorkerRuleCounters {
     sum.flow_table_full += flow_table_full.get();
   }
 };
-static_assert(sizeof(WorkerRuleCounters) == 192, "20 counters on three lines of their own");
+static_assert(sizeof(WorkerRuleCounters) == 192, "21 counters on three lines of their own");
 
 struct alignas(64) WorkerDefaultCounters {
   OwnedCounter packets, bytes, non_ip, no_match, dropped_packets, dropped_bytes;
@@ -226,6 +230,7 @@ struct CompiledRule {
   std::array<std::array<Action, 3>, 3> action{};  // [input][output]
   // Shaping rules (red shape max-delay D): D in ticks, at least 1; 0: the rule polices.
   std::uint32_t shape_max_delay = 0;
+  std::uint32_t shape_queue = 0;  // queue N; 0: bounded only by the daemon's wheel
   // Input colors (InputColor::mapped): the maps copied here.
   bool has_pcp_map = false, has_dscp_map = false;
   std::array<Color, 8> pcp_map{};
@@ -259,6 +264,7 @@ struct WorkerRule {
   WorkerRuleCounters* counters = nullptr;
   KeyedMeters* keys = nullptr;  // per-key rules
   FlowTable* flows = nullptr;   // max-flows rules: the open flows of the keys this worker owns
+  ShapeLedger* ledger = nullptr;  // shaping rules with queue N: what the rule holds on this worker
   policer::SharedMeter* aggregate = nullptr;
   policer::SharedMeter* parent = nullptr;  // null without a parent
 };

@@ -91,13 +91,19 @@ void Worker::check_shared(policer::SharedMeter& meter, const policer::Profile& p
   else meter.check_burst_after(catch_up, times, lengths, in, out);
 }
 
-void Worker::shape_shared(policer::SharedMeter& meter, const CompiledRule& rule, std::span<const std::uint64_t> times,
-                          std::span<const std::uint32_t> lengths, std::span<std::uint32_t> delays,
-                          std::span<Color> out) noexcept {
+void Worker::shape_shared(policer::SharedMeter& meter, const CompiledRule& rule, const WorkerRule& mine,
+                          std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
+                          std::span<std::uint32_t> delays, std::span<Color> out) noexcept {
   const auto catch_up = [&](policer::AggregateMeter& m, std::uint64_t& applied) {
     catch_up_shared(m, applied, rule.history, rule.profile_generation, *rule.profile, seen_, first_tick_);
   };
-  meter.shape_burst_after(catch_up, times, lengths, rule.shape_max_delay, delays, out);
+  // The queue is this worker's alone: used inside the meter's critical section, but not shared by it.
+  policer::ShapeQueue* queue = nullptr;
+  if (mine.ledger != nullptr) {
+    queue = &mine.ledger->queue();
+    queue->set_limit(rule.shape_queue);  // N as this set says: a live change may have lowered it
+  }
+  meter.shape_burst_after(catch_up, times, lengths, rule.shape_max_delay, queue, delays, out);
 }
 
 void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
@@ -185,6 +191,18 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
     };
     if constexpr (policer::kShapes<Algo>) {
       if (max_delay != 0) [[unlikely]] {  // a shaping rule: green now or later, or late (red)
+        if (mine.ledger != nullptr) {  // queue N: bounded on this worker, whichever key a packet is of
+          policer::ShapeQueue& queue = mine.ledger->queue();
+          queue.set_limit(rule.shape_queue);  // N as this set says: a live change may have lowered it
+          each([&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
+            policer::ShapeDrop drop;
+            const auto wait = policer::shape<Algo>(state, profile, times[k], lengths[k], max_delay, queue, drop);
+            delays[k] = wait ? static_cast<std::uint32_t>(*wait)
+                             : drop == policer::ShapeDrop::queue_full ? policer::kQueueFullMark : 0;
+            return wait ? Color::green : Color::red;
+          });
+          return;
+        }
         each([&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
           const auto wait = policer::shape<Algo>(state, profile, times[k], lengths[k], max_delay);
           delays[k] = static_cast<std::uint32_t>(wait.value_or(0));
@@ -225,7 +243,7 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
   if (rule.per_key.fallback == KeyFallback::aggregate) {
     if (max_delay != 0) {
       std::uint32_t fb_delays[kMaxBurst];
-      shape_shared(*mine.aggregate, rule, {fb_times, fallbacks}, {fb_lengths, fallbacks}, {fb_delays, fallbacks},
+      shape_shared(*mine.aggregate, rule, mine, {fb_times, fallbacks}, {fb_lengths, fallbacks}, {fb_delays, fallbacks},
                    {fb_out, fallbacks});
       for (std::size_t j = 0; j < fallbacks; ++j) delays[fb_slot[j]] = fb_delays[j];
     } else {
@@ -414,7 +432,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     const bool shaping = cr.shape_max_delay != 0;
     if (cr.per_key.kind == KeyKind::none) {
       if (shaping) [[unlikely]]
-        shape_shared(*mine.aggregate, cr, {times, count}, {lengths, count}, {delays, count}, {out, count});
+        shape_shared(*mine.aggregate, cr, mine, {times, count}, {lengths, count}, {delays, count}, {out, count});
       else
         check_shared(*mine.aggregate, *cr.profile, cr.profile_generation, cr.history, {times, count}, {lengths, count},
                      blind ? std::span<const Color>() : std::span<const Color>(in, count), {out, count});
@@ -468,7 +486,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     // The rule's counters summed here and added once per burst: an atomic word each (readers on other
     // threads), which the compiler may not merge across packets.
     WorkerRuleCounters& counters = *mine.counters;
-    std::uint64_t packets[3] = {}, bytes_by_color[3] = {}, dropped = 0, dropped_bytes = 0, held = 0;
+    std::uint64_t packets[3] = {}, bytes_by_color[3] = {}, dropped = 0, dropped_bytes = 0, held = 0, overflow = 0;
     std::uint64_t first_metered = UINT64_MAX, last_metered = 0;
     for (std::size_t k = 0; k < count; ++k) {
       const std::size_t i = group[k];
@@ -498,6 +516,10 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       if (v.drop) {
         ++dropped;
         dropped_bytes += bytes;
+        if (shaping && out[k] == Color::red && delays[k] == policer::kQueueFullMark) [[unlikely]] {
+          v.queue_full = true;
+          ++overflow;
+        }
       } else if (shaping && delays[k] != 0) [[unlikely]] {
         v.delay = delays[k];
         ++held;
@@ -513,6 +535,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       counters.dropped_bytes.add(dropped_bytes);
     }
     if (held != 0) counters.shaped_packets.add(held);
+    if (overflow != 0) [[unlikely]] counters.queue_overflow_packets.add(overflow);
     if (first_metered != UINT64_MAX) counters.note_metered(first_metered, last_metered);
     start = end;
   }

@@ -50,6 +50,9 @@ struct Verdict {
   // A max-flows rule refused the packet's new flow (its key had max-flows open, or the worker's flow
   // table was full): not metered, out red, the red action applied; it opened nothing.
   bool flow_refused = false;
+  // A shaping rule's queue (queue N) was full and the packet would have waited: dropped, red, nothing
+  // taken.
+  bool queue_full = false;
   std::uint16_t owner = 0;
   // A shaping rule's held packet (Action::shape_max_delay_ns): it leaves `delay` ticks after its
   // arrival (out green, drop false); 0 for every other packet (forwarded now, or dropped).
@@ -117,8 +120,11 @@ class Worker {
   };
   static bool track_flow(const CompiledRule& rule, FlowTable& flows, KeyedMeters::Entry& key, const Parsed& parsed,
                          std::uint64_t now, FlowTally& tally) noexcept;
-  void shape_shared(policer::SharedMeter& meter, const CompiledRule& rule, std::span<const std::uint64_t> times,
-                    std::span<const std::uint32_t> lengths, std::span<std::uint32_t> delays, std::span<Color> out) noexcept;
+  // Shaping on the aggregate meter, under this worker's queue for the rule (WorkerRule::ledger) if it
+  // has one.
+  void shape_shared(policer::SharedMeter& meter, const CompiledRule& rule, const WorkerRule& mine,
+                    std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
+                    std::span<std::uint32_t> delays, std::span<Color> out) noexcept;
   void check_shared(policer::SharedMeter& meter, const policer::Profile& profile, std::uint64_t generation,
                     const ProfileHistory* history, std::span<const std::uint64_t> times,
                     std::span<const std::uint32_t> lengths, std::span<const Color> in, std::span<Color> out) noexcept;

@@ -18,6 +18,7 @@ std::string action_text(const Verdict& v) {
   if (v.pcp_set) text += ";pcp=" + std::to_string(v.pcp);
   if (v.table_full) text += ";table-full";  // a new key found the rule's key table full: its fallback
   if (v.flow_refused) text += ";flow-refused";  // a new flow its key had no room for (max-flows)
+  if (v.queue_full) text += ";queue-full";      // a shaping rule's queue N was full: dropped, nothing taken
   return text;
 }
 

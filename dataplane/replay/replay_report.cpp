@@ -170,9 +170,12 @@ void write_keys(JsonWriter& json, const Engine& engine, std::size_t rule, std::s
 // delays of those it forwarded, as nearest-rank percentiles (ns; 0 for a packet that left at once).
 void write_shaping(JsonWriter& json, const Rule& rule, const RuleCounters& c, const std::vector<std::uint32_t>* delays) {
   json.begin_object("shaping");
-  json.field("max_delay_ns", *rule.on_color[static_cast<std::size_t>(Color::red)].shape_max_delay_ns);
+  const Action& red = rule.on_color[static_cast<std::size_t>(Color::red)];
+  json.field("max_delay_ns", *red.shape_max_delay_ns);
+  if (red.shape_queue) json.field("queue_packets", std::uint64_t{*red.shape_queue});  // queue N, when given
   json.field("held_packets", c.shaped_packets);
-  json.field("late_packets", c.packets[static_cast<std::size_t>(Color::red)]);
+  json.field("late_packets", c.packets[static_cast<std::size_t>(Color::red)] - c.queue_overflow_packets);
+  json.field("queue_overflow_packets", c.queue_overflow_packets);  // red too: its queue N was full
   std::vector<std::uint32_t> sorted = delays != nullptr ? *delays : std::vector<std::uint32_t>{};
   std::sort(sorted.begin(), sorted.end());
   json.begin_object("delay_ns");

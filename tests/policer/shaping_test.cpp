@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <vector>
 
 #include "policer/shaping.hpp"
@@ -131,6 +132,31 @@ TEST(Shaping, AShaperReleasesInOrderWithinTheRateAndTheDelay) {
     ASSERT_EQ(released[j] - released[j - 1], 1000u) << j;
   EXPECT_EQ(released.size() + dropped, 4000u);
   EXPECT_NEAR(static_cast<double>(released.size()), 5 + 1000 + 20, 3.0);
+}
+
+// A shaper's queue (ShapeQueue, `queue N`): against a multiset of release ticks, at random arrivals and
+// releases out of order (a per-key rule's keys interleave): the same count held after every release
+// <= now leaves, full exactly at N.
+TEST(ShapeQueue, HoldsWhatAMultisetHolds) {
+  Rng r{27};
+  for (const std::uint32_t limit : {1u, 2u, 7u, 64u}) {
+    std::vector<std::uint64_t> storage(limit);
+    policer::ShapeQueue queue(storage.data(), limit);
+    std::multiset<std::uint64_t> model;
+    std::uint64_t now = 0;
+    for (int step = 0; step < 20'000; ++step) {
+      now += r.below(4);
+      queue.leave_by(now);
+      model.erase(model.begin(), model.upper_bound(now));  // a release at now has left
+      ASSERT_EQ(queue.held(), model.size()) << "limit " << limit << ", step " << step;
+      ASSERT_EQ(queue.full(), model.size() >= limit);
+      if (!queue.full()) {
+        const std::uint64_t release = now + 1 + r.below(20);
+        queue.hold(release);
+        model.insert(release);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -120,6 +120,17 @@ with tempfile.TemporaryDirectory(prefix="tricolord-errors-") as tmp:
     case("--mbufs with a smaller --shape-capacity", eal("shape-small", "net_null0") +
          ["--", "--policy", good, "--mbufs", "4000", "--shape-capacity", "1000", "--duration", "0.3",
           "--socket", os.path.join(tmp, "shape-small.sock")], 0, "4000 mbufs")
+    # Every shaping rule bounded by queue N: their queues must all fit one worker's --shape-capacity.
+    queued = os.path.join(tmp, "queued.policy")
+    open(queued, "w").write("profile add s 1r2c cir 1mbit cbs 10k\n"
+                            "rule add a dst 10.1.0.0/16 profile s red shape max-delay 5ms queue 600\n"
+                            "rule add b dst 10.2.0.0/16 profile s per src red shape max-delay 5ms queue 500\n")
+    case("shaping queues past --shape-capacity", eal("queue-over", "net_null0") +
+         ["--", "--policy", queued, "--shape-capacity", "1000"], 2,
+         "the shaping queues cannot all be held: a 600 + b 500 = 1100 packets per worker, more than the 1000 each worker can hold (--shape-capacity)")
+    case("shaping queues within --shape-capacity", eal("queue-fits", "net_null0") +
+         ["--", "--policy", queued, "--shape-capacity", "1100", "--duration", "0.3",
+          "--socket", os.path.join(tmp, "queue-fits.sock")], 0, "mbufs")
     case("--shape-capacity beyond the limit", ["--", "--policy", good, "--shape-capacity", "16777217"], 1, "--shape-capacity")
     case("--shape-capacity negative", ["--", "--policy", good, "--shape-capacity", "-1"], 1, "--shape-capacity")
 

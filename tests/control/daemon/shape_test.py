@@ -16,6 +16,10 @@ their owner, held there):
 - every mbuf is back in the pool after the stop, and the pool never ran dry.
 With --shape-capacity 2 the wheel fills: what it refuses is freed and counted (shape_overflow), the
 others leave as before, and every mbuf is back.
+With small queues (queue N, one worker: a queue is per worker, as replay's single one), the rules'
+queues overflow: the daemon forwards exactly replay's frames, with replay's counters per rule and
+color and its queue_overflow_packets; the wheel never fills, holds nothing after the stop, every mbuf
+is back.
 
 Run by meson: shape_test.py BUILD_ROOT.
 """
@@ -44,6 +48,9 @@ rule add hosts src 10.30.0.0/24 per src profile host red shape max-delay 5ms
 rule add dropper dst 10.41.0.0/16 profile plain red drop
 rule add fine dst 10.51.0.0/16 profile fast red shape max-delay 5ms
 """
+
+QUEUED = "\n".join(line + (" queue " + n if n else "") for line, n in
+                   zip(POLICY.rstrip("\n").split("\n"), ["", "", "", "", "2", "3", "", "2"])) + "\n"
 
 
 def udp_frame(src, dst, seq, size):
@@ -191,6 +198,33 @@ def main():
                 assert all(h > 0 for h in held_by), f"both workers should hold packets (per-source keys): {held_by}"
             print(f"{name}: forwarded {len(ours)} frames equal to replay's, in each flow's order "
                   f"({len(replays)} flows); dropped {packets - len(ours)}")
+
+        # Small queues: what a full queue refuses is dropped, nothing taken, exactly as replay does.
+        queued = os.path.join(workdir, "queued.policy")
+        open(queued, "w").write(QUEUED)
+        q_summary = os.path.join(workdir, "replay-queued.json")
+        q_replayed = os.path.join(workdir, "replay-queued.pcap")
+        subprocess.run([replay, "--policy", queued, "--in", capture, "--out", q_replayed, "--json", q_summary],
+                       check=True, timeout=120, stdin=subprocess.DEVNULL)
+        q_expected = json.load(open(q_summary))
+        q_theirs = daemon_capture.read_pcap_frames(q_replayed)
+        final, ours = run_daemon(workdir, "queued", capture, queued, packets, ["-l", "0,1"])
+        check_pool("queued", final, packets)
+        w = check_shape_counters("queued", final)
+        assert w["shape_overflow"] == 0, w
+        by_name = {r["name"]: r for r in final["rules"]}
+        for rule in q_expected["rules"]:
+            got = by_name[rule["name"]]
+            for color in ("green", "yellow", "red"):
+                assert got[f"{color}_packets"] == rule[color]["packets"], ("queued", rule["name"], color, got, rule)
+            if "shaping" in rule:
+                assert got["shaped_packets"] == rule["shaping"]["held_packets"], ("queued", got, rule)
+                assert got["queue_overflow_packets"] == rule["shaping"]["queue_overflow_packets"], ("queued", got, rule)
+        for rule in ("shaped", "hosts", "fine"):
+            assert by_name[rule]["queue_overflow_packets"] > 0, f"queued: rule {rule}'s queue never overflowed: {by_name[rule]}"
+        assert sorted(ours) == sorted(q_theirs), f"queued: the daemon forwarded {len(ours)} frames, replay {len(q_theirs)}"
+        print(f"queued: forwarded {len(ours)} frames equal to replay's; queue overflow "
+              f"{ {r: by_name[r]['queue_overflow_packets'] for r in ('shaped', 'hosts', 'fine')} }")
 
         # A wheel of 2: what it refuses is dropped and counted; the rest leaves as it would have.
         final, ours = run_daemon(workdir, "capacity-2", capture, policy, packets, ["-l", "0,1"],

@@ -593,7 +593,24 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"default shape max-delay 5ms", "shape",
                   "'shape': the default action cannot shape: only a rule's red packets are shaped"},
         ErrorCase{"profile add max-delay srtcm cir 1mbit cbs 1k", "max-delay",
-                  "'max-delay': max-delay is a keyword and cannot name a profile"}));
+                  "'max-delay': max-delay is a keyword and cannot name a profile"},
+        // queue N: right after max-delay, 1 to 1m packets.
+        ErrorCase{"rule add r profile gold red drop queue 5", "queue",
+                  "'queue': queue belongs to a shaping action, right after it: red shape max-delay D queue N"},
+        ErrorCase{"rule add r profile gold queue 5 red shape max-delay 5ms", "queue",
+                  "'queue': queue belongs to a shaping action, right after it: red shape max-delay D queue N"},
+        ErrorCase{"rule add r profile gold red shape max-delay 5ms queue 0", "0",
+                  "'0': queue must be 1 to 1m (1048576) packets"},
+        ErrorCase{"rule add r profile gold red shape max-delay 5ms queue 1048577", "1048577",
+                  "'1048577': queue must be 1 to 1m (1048576) packets"},
+        ErrorCase{"rule add r profile gold red shape max-delay 5ms queue 2m", "2m",
+                  "'2m': queue must be 1 to 1m (1048576) packets"},
+        ErrorCase{"rule add r profile gold red shape max-delay 5ms queue many", "many",
+                  "'many': expected a number of packets held at once such as 64, 4k or 1m (1 to 1m, k = 1024, m = 1048576)"},
+        ErrorCase{"rule add r profile gold red shape max-delay 5ms queue", "",
+                  "after 'queue': expected a number of packets held at once such as 64, 4k or 1m (1 to 1m, k = 1024, m = 1048576)"},
+        ErrorCase{"rule add r profile gold red shape max-delay 5ms queue 4 queue 8", "queue",
+                  "'queue': queue belongs to a shaping action, right after it: red shape max-delay D queue N"}));
 
 // Flows per key (issue 27): max-flows on a per-key rule of several flows per key, in range; its
 // flow-timeout and flow-capacity only with it.

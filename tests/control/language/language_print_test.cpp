@@ -115,6 +115,27 @@ TEST(LanguagePrint, ShapingRoundTrips) {
   EXPECT_EQ(must_load(print(policy)), policy);
 }
 
+// queue N is printed only when given (scaled as a capacity), and loads back the same.
+TEST(LanguagePrint, ShapingQueueRoundTrips) {
+  const Policy policy = must_load(
+      "profile add s 1r2c cir 10mbit cbs 15k\n"
+      "rule add a proto udp profile s red shape max-delay 2ms queue 64\n"
+      "rule add b proto tcp profile s per src red shape max-delay 1ms queue 4096\n"
+      "rule add c proto sctp profile s red shape max-delay 1ms queue 1m\n"
+      "rule add d profile s red shape max-delay 3ms\n");
+  ASSERT_EQ(policy.rules.size(), 4u);
+  EXPECT_EQ(policy.rules[0].on_color[2].shape_queue, 64u);
+  EXPECT_EQ(policy.rules[1].on_color[2].shape_queue, 4096u);
+  EXPECT_EQ(policy.rules[2].on_color[2].shape_queue, 1u << 20);
+  EXPECT_FALSE(policy.rules[3].on_color[2].shape_queue);
+  const std::string text = print(policy);
+  EXPECT_NE(text.find("red shape max-delay 2ms queue 64\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("red shape max-delay 1ms queue 4k\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("red shape max-delay 1ms queue 1m\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("red shape max-delay 3ms\n"), std::string::npos) << text;
+  EXPECT_EQ(must_load(text), policy);
+}
+
 // A max-flows rule (issue 27) prints its flow clauses after the key's, the defaults left out, and
 // loads back the same.
 TEST(LanguagePrint, MaxFlowsRoundTrips) {

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -310,8 +311,8 @@ std::vector<PcapRecord> read_ns_pcap(const fs::path& path) {
 }
 
 // Every RFC meter, byte and packet mode, and two per-key rules, shaping flows offered at twice their
-// committed rate with random sizes and gaps: tricolor-replay's CSV (color, action, delay) equals the
-// model packet for packet; its output capture holds exactly the packets released, each at its release
+// committed rate with random sizes and gaps, and rules of small queues (queue N) that overflow them:
+// tricolor-replay's CSV (color, action, delay) equals the model packet for packet; its output capture holds exactly the packets released, each at its release
 // time, in time order, every flow in its own order; over any interval a flow's released bytes stay
 // within CBS + CIR x the interval.
 TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
@@ -320,6 +321,7 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
     RefParams params;
     std::string per;       // "", or a per-key clause: the flow's packets come from three sources
     std::uint64_t max_delay_ns;
+    std::size_t queue = 0;  // queue N (0: none)
   };
   const std::uint64_t cir = 1'234'567, cbs = 30'000, pps = 1234, pkts = 50;
   const std::string rate = std::to_string(cir * 8) + "bit", rate2 = std::to_string(cir * 3 / 2 * 8) + "bit";
@@ -339,12 +341,19 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
        3'000'000},
       {"s-per-5tuple", "srtcm cir " + rate + " cbs 30000 ebs 45000", {RefAlgorithm::srtcm, false, cir, cbs, 0, 45'000},
        "per 5-tuple", 1'000'000},
+      // Small queues: the rule's held packets (per key: all its keys' together) bounded.
+      {"q-1r2c", "1r2c cir " + rate + " cbs 30000", {RefAlgorithm::one_rate_two_color, false, cir, cbs}, "", 5'000'000, 3},
+      {"q-trtcm-pkt", "trtcm cir " + std::to_string(pps) + "pps cbs 50pkt pir " + std::to_string(pps * 2) + "pps pbs 80pkt",
+       {RefAlgorithm::trtcm, true, pps, pkts, 0, 0, pps * 2, 80}, "", 3'000'000, 2},
+      {"q-per-src", "1r2c cir " + rate + " cbs 30000", {RefAlgorithm::one_rate_two_color, false, cir, cbs}, "per src",
+       3'000'000, 5},
   };
   std::ostringstream policy;
   for (std::size_t i = 0; i < specs.size(); ++i) policy << "profile add p" << i << " " << specs[i].profile_text << "\n";
   for (std::size_t i = 0; i < specs.size(); ++i)
     policy << "rule add " << specs[i].rule << " proto udp dst 10.9." << i << ".1/32 profile p" << i << " "
-           << specs[i].per << " red shape max-delay " << specs[i].max_delay_ns / 1000 << "us\n";
+           << specs[i].per << " red shape max-delay " << specs[i].max_delay_ns / 1000 << "us"
+           << (specs[i].queue != 0 ? " queue " + std::to_string(specs[i].queue) : "") << "\n";
   std::ofstream(dir_ / "policy") << policy.str();
 
   Rng rng{2027};
@@ -390,7 +399,10 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
     std::size_t index;
   };
   std::vector<Released> released;
-  std::vector<std::size_t> held(specs.size(), 0), late(specs.size(), 0), now(specs.size(), 0);
+  std::vector<std::size_t> held(specs.size(), 0), late(specs.size(), 0), now(specs.size(), 0), overflow(specs.size(), 0);
+  // The model of a queue: the release times of the rule's packets still held (a packet leaves at its
+  // release: released at or before a, it is no longer held at a).
+  std::vector<std::multiset<std::uint64_t>> queued(specs.size());
   for (std::size_t k = 0; k < sorted.size(); ++k) {
     const std::size_t i = sorted_flow[k];
     const ShapeSpec& f = specs[i];
@@ -398,7 +410,13 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
     auto found = meters.find(meter_key);
     if (found == meters.end()) found = meters.emplace(meter_key, ReferenceMeter(f.params, f.per.empty() ? kStart : sorted[k].time_ns)).first;
     const std::uint64_t a = sorted[k].time_ns;
-    const auto release = model_release(found->second, a, sorted[k].frame.size(), f.max_delay_ns);
+    std::multiset<std::uint64_t>& q = queued[i];
+    q.erase(q.begin(), q.upper_bound(a));
+    const bool full = f.queue != 0 && q.size() >= f.queue;  // then only a packet that conforms now passes
+    // (Full, behind a check later than a — a packet released later — it would wait: nothing taken.)
+    std::optional<std::uint64_t> release;
+    if (!full || found->second.now() <= a) release = model_release(found->second, a, sorted[k].frame.size(), full ? 0 : f.max_delay_ns);
+    if (release && *release > a && f.queue != 0) q.insert(*release);
     const auto& row = rows[k + 1];
     ASSERT_EQ(row.size(), 10u);
     ASSERT_EQ(row[1], f.rule) << "packet " << k;
@@ -410,15 +428,15 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
       ++(*release == a ? now : held)[i];
     } else {
       ASSERT_EQ(row[4], "red") << f.rule << ": packet " << k << " at " << a - kStart;
-      ASSERT_EQ(row[5], "drop") << f.rule << ": packet " << k;
+      ASSERT_EQ(row[5], full ? "drop;queue-full" : "drop") << f.rule << ": packet " << k << ", " << q.size() << " held";
       ASSERT_EQ(row[9], "-");
-      ++late[i];
+      ++(full ? overflow : late)[i];
     }
   }
   for (std::size_t i = 0; i < specs.size(); ++i) {  // the test means something for every rule
     EXPECT_GT(now[i], 10u) << specs[i].rule;
     EXPECT_GT(held[i], 100u) << specs[i].rule;
-    EXPECT_GT(late[i], 100u) << specs[i].rule;
+    EXPECT_GT(specs[i].queue != 0 ? overflow[i] : late[i], 100u) << specs[i].rule;
   }
   // The summary: per rule, the packets held and late, and the longest delay.
   const std::string json = slurp(dir_ / "out.json");
@@ -431,6 +449,10 @@ TEST_F(ReplayAgainstModel, ShapedReleasesEqualTheModelPacketForPacket) {
     const std::string rule_json = json.substr(from, json.find("\"name\": ", from + 1) - from);
     EXPECT_NE(rule_json.find("\"held_packets\": " + std::to_string(held[i]) + ","), std::string::npos) << rule_json;
     EXPECT_NE(rule_json.find("\"late_packets\": " + std::to_string(late[i]) + ","), std::string::npos) << rule_json;
+    EXPECT_NE(rule_json.find("\"queue_overflow_packets\": " + std::to_string(overflow[i]) + ","), std::string::npos)
+        << rule_json;
+    EXPECT_EQ(rule_json.find("\"queue_packets\": " + std::to_string(specs[i].queue) + ",") != std::string::npos,
+              specs[i].queue != 0) << rule_json;
     EXPECT_NE(rule_json.find("\"max\": " + std::to_string(longest)), std::string::npos) << rule_json;
     EXPECT_NE(rule_json.find("\"max_delay_ns\": " + std::to_string(specs[i].max_delay_ns) + ","), std::string::npos) << rule_json;
   }
@@ -506,6 +528,45 @@ TEST_F(ReplayAgainstModel, ShapingCutsAtMaxDelayExactlyAndKeepsItsQueueAcrossCha
   for (const auto& r : out) times.push_back(r.time_ns - kStart);
   EXPECT_EQ(times, (std::vector<std::uint64_t>{0, kMs, 2 * kMs, 10 * kMs, 10 * kMs + kMs / 2, 11 * kMs, 11 * kMs + kMs / 2,
                                                12 * kMs, 20 * kMs, 20 * kMs + kMs / 2, 21 * kMs, 22 * kMs}));
+}
+
+// queue N by hand, across live changes: 1000 pps, a token a millisecond, one in the bucket, queue 2.
+// A release at t has left for a packet arriving at t; a change that keeps N keeps what is held; a
+// larger N starts an empty queue; a smaller one keeps what is held, full until enough has left.
+TEST_F(ReplayAgainstModel, ShapingQueueOverflowsAndLiveChanges) {
+  const std::string rule = "proto udp profile s red shape max-delay 10ms";
+  std::ofstream(dir_ / "policy") << "profile add s 1r2c cir 1000pps cbs 1pkt\nrule add shaped " << rule << " queue 2\n";
+  constexpr std::uint64_t kStart = 1'700'000'000'000'000'000ull, kMs = 1'000'000;
+  std::vector<Packet> packets;
+  const auto at = [&](std::uint64_t t, int count) {
+    for (int i = 0; i < count; ++i) packets.push_back({kStart + t, udp_frame(100 + std::size_t(packets.size()), false, 1, 0)});
+  };
+  at(0, 4);             // 0, then held to 1 and 2 ms (queue: 2), then full: dropped
+  at(kMs / 2, 1);       // after a change of max-delay (N kept): both still held: dropped, nothing taken
+  at(kMs, 1);           // the 1 ms release has left: held to 3 ms (queue: 2 and 3 ms)
+  at(kMs + kMs / 2, 4); // after a change to queue 3 (an empty queue): 4, 5, 6 ms held, then full
+  at(4 * kMs, 1);       // after a change to queue 1: the 4 ms release has left, 5 and 6 ms held: full
+  at(6 * kMs, 1);       // both left: held to 7 ms
+  at(6 * kMs + kMs / 2, 1);  // full again
+  write_pcap(dir_ / "in.pcap", packets);
+  const CommandResult result =
+      run(replay_binary() + " --policy " + (dir_ / "policy").string() + " --in " + (dir_ / "in.pcap").string() +
+          " --csv " + (dir_ / "out.csv").string() + " --json " + (dir_ / "out.json").string() +
+          " --change-at '4:rule change shaped proto udp profile s red shape max-delay 9ms queue 2'"
+          " --change-at '6:rule change shaped " + rule + " queue 3'" +
+          " --change-at '10:rule change shaped " + rule + " queue 1'");
+  ASSERT_EQ(result.status, 0) << result.output;
+  const auto rows = read_csv(dir_ / "out.csv");
+  ASSERT_EQ(rows.size(), packets.size() + 1);
+  const std::vector<std::string> delays = {"0", "1000000", "2000000", "-", "-", "2000000",
+                                           "2500000", "3500000", "4500000", "-", "-", "1000000", "-"};
+  for (std::size_t k = 1; k < rows.size(); ++k) {
+    EXPECT_EQ(rows[k][9], delays[k - 1]) << "packet " << k - 1;
+    EXPECT_EQ(rows[k][5], delays[k - 1] == "-" ? "drop;queue-full" : "forward") << "packet " << k - 1;
+  }
+  const std::string json = slurp(dir_ / "out.json");
+  EXPECT_NE(json.find("\"late_packets\": 0,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"queue_overflow_packets\": 5,"), std::string::npos) << json;
 }
 
 }  // namespace

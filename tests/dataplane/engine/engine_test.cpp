@@ -583,6 +583,42 @@ std::vector<std::uint8_t> tcp4(std::uint8_t source, std::uint16_t sport, std::ui
   return f;
 }
 
+// Shaping queues (queue N) must all fit a worker's shape capacity when every shaping rule has one; a
+// rule without a queue is bounded by the daemon's wheel alone, and the policy is not checked.
+TEST(Engine, RefusesShapingQueuesPastTheShapeCapacity) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
+  policy.rules.push_back(rule("one", 1, "p"));
+  Harness h(policy);
+  Policy shaped = policy;
+  shaped.rules.push_back(rule("two", 2, "p"));
+  shaped.rules[0].on_color[2] = Action{true, std::nullopt, std::nullopt, 1'000'000, 600};
+  shaped.rules[1].on_color[2] = Action{true, std::nullopt, std::nullopt, 1'000'000, 500};
+  EngineLimits limits;
+  limits.shape_capacity = 1000;
+  auto result = h.engine->update(shaped, limits);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().message,
+            "the shaping queues cannot all be held: one 600 + two 500 = 1100 packets per worker, more than the 1000 "
+            "each worker can hold (--shape-capacity); lower a queue or raise --shape-capacity");
+  EXPECT_EQ(h.engine->policy(), policy);
+  limits.shape_capacity = 1100;
+  EXPECT_TRUE(h.engine->update(shaped, limits).ok());
+  limits.shape_capacity = 1000;
+  shaped.rules.push_back(rule("three", 3, "p"));
+  shaped.rules[2].on_color[2] = Action{true, std::nullopt, std::nullopt, 1'000'000};
+  EXPECT_TRUE(h.engine->update(shaped, limits).ok()) << "a rule without a queue: not checked";
+  // queue without shaping, or out of range, is refused whatever the capacity.
+  shaped.rules[2].on_color[2] = Action{true, std::nullopt, std::nullopt, std::nullopt, 4};
+  result = h.engine->update(shaped);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().message, "rule three: queue without shape max-delay");
+  shaped.rules[2].on_color[2] = Action{true, std::nullopt, std::nullopt, 1'000'000, kMaxShapeQueue + 1};
+  result = h.engine->update(shaped);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().message, "rule three: shaping: queue must be 1 to 1m (1048576) packets");
+}
+
 Policy max_flows_policy(std::uint32_t max_flows) {
   Policy policy;
   policy.profiles.push_back({"big", params_1r2c(1'000'000'000, 1'000'000)});

@@ -2,8 +2,8 @@
 // kernel's memory calls (tests/allocation_probe.hpp): not for new keys (their chunks come from a pool
 // the control side keeps), not for keys that expire (their chunks go back through a queue the control
 // side drains), not for a profile change a meter catches up on (into a sliding window too), a full
-// table's fallback, a parent, a remark or the default action; nor the one-shape hash or the flow
-// cache. The control side (update, maintain) runs between bursts, outside the probe, as it runs on its
+// table's fallback, a parent, a remark or the default action, shaping under a queue (queue N, its
+// ledger made at install); nor the one-shape hash or the flow cache. The control side (update, maintain) runs between bursts, outside the probe, as it runs on its
 // own thread in the daemon. Plain build only (sanitizers interpose malloc).
 #include <gtest/gtest.h>
 
@@ -52,6 +52,15 @@ TEST(EngineNoAllocation, TheWorkersPathAfterInstallAllocatesNothing) {
   flows.per_key.flow_capacity = 64;
   flows.per_key.flow_timeout_ns = kHz / 1000;
   policy.rules.push_back(flows);
+  // Shaping with queues that fill (20 kB/s against a packet a microsecond): per key and aggregate.
+  policy.profiles.push_back({"shape", params_1r2c(20'000, 3000)});
+  Rule shaped = rule("shaped", 6, "shape");
+  shaped.per_key.kind = KeyKind::src;
+  shaped.on_color[2] = Action{true, std::nullopt, std::nullopt, 100'000'000, 4};
+  policy.rules.push_back(shaped);
+  Rule shaped_aggregate = rule("shaped-aggregate", 7, "shape");
+  shaped_aggregate.on_color[2] = Action{true, std::nullopt, std::nullopt, 100'000'000, 3};
+  policy.rules.push_back(shaped_aggregate);
   policy.default_action = Action{false, 8, std::nullopt};
   Harness h(policy);
   Engine& engine = *h.engine;
@@ -67,6 +76,8 @@ TEST(EngineNoAllocation, TheWorkersPathAfterInstallAllocatesNothing) {
     if (i % 8 == 4) frames.push_back(from(i, 3, 12));    // "aware", AF12: yellow in
     if (i % 16 == 9) frames.push_back(from(i, 4));       // no rule: the default action, a remark
     if (i % 4 == 1) frames.push_back(from(i, 5));        // "flows": a new UDP flow each, all of one /16 key
+    if (i % 4 == 2) frames.push_back(from(i % 16, 6));   // "shaped": 16 keys
+    if (i % 4 == 3) frames.push_back(from(i, 7));        // "shaped-aggregate"
   }
   std::vector<PacketView> views(kBurst);
   std::vector<Verdict> verdicts(kBurst);
@@ -113,6 +124,10 @@ TEST(EngineNoAllocation, TheWorkersPathAfterInstallAllocatesNothing) {
   EXPECT_GT(engine.counters(3).flows_opened, 0u);
   EXPECT_GT(engine.counters(3).flows_refused, 0u) << "the key at max-flows";
   EXPECT_GT(engine.counters(3).flows_expired, 0u) << "the sweep closed idle flows";
+  for (std::size_t r : {4u, 5u}) {
+    EXPECT_GT(engine.counters(r).shaped_packets, 0u) << r;
+    EXPECT_GT(engine.counters(r).queue_overflow_packets, 0u) << r;
+  }
 }
 
 // The classifier of a one-shape rule set (a hash table, exact_match.hpp) behind a flow cache smaller
