@@ -91,8 +91,8 @@ class AggregateMeter {
   // With a `queue` (the calling worker's, for this rule: `queue N`), a packet that would wait while it
   // is full is dropped too, taking nothing, its delay kQueueFullMark.
   void shape_each(std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
-                         std::uint64_t max_delay, ShapeQueue* queue, std::span<std::uint32_t> delays,
-                         std::span<Color> colors) noexcept {
+                  std::uint64_t max_delay, ShapeQueue* queue, std::span<std::uint32_t> delays,
+                  std::span<Color> colors) noexcept {
     const Profile& p = meter_.profile();
     if (!in_window_) {
       const bool shaped = with_algorithm(p.algorithm(), [&](auto algo) {

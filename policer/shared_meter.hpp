@@ -118,8 +118,8 @@ class alignas(64) SharedMeter {
   // `queue`: the caller's own, or null.
   template <class CatchUp>
   void shape_burst_after(CatchUp&& catch_up, std::span<const std::uint64_t> times,
-                                std::span<const std::uint32_t> lengths, std::uint64_t max_delay, ShapeQueue* queue,
-                                std::span<std::uint32_t> delays, std::span<Color> colors) noexcept {
+                         std::span<const std::uint32_t> lengths, std::uint64_t max_delay, ShapeQueue* queue,
+                         std::span<std::uint32_t> delays, std::span<Color> colors) noexcept {
     assert(times.size() >= lengths.size() && colors.size() >= lengths.size() && delays.size() >= lengths.size());
     exclusive([&](AggregateMeter& m) {
       catch_up(m, generation_);
