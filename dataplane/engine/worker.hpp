@@ -115,8 +115,8 @@ class Worker {
   struct FlowTally {  // a burst's flow events of one rule, added to its counters once
     std::uint64_t opened = 0, closed = 0, expired = 0, refused = 0, table_full = 0;
   };
-  static bool track_flow(const CompiledRule& rule, FlowTable& flows, KeyedMeters::Entry& key, const Parsed& parsed,
-                         std::uint64_t now, FlowTally& tally) noexcept;
+  static bool track_flow(const CompiledRule& rule, FlowTable& flows, KeyedMeters& keys, KeyedMeters::Entry& key,
+                         const Parsed& parsed, std::uint64_t now, FlowTally& tally) noexcept;
   void shape_shared(policer::SharedMeter& meter, const CompiledRule& rule, std::span<const std::uint64_t> times,
                     std::span<const std::uint32_t> lengths, std::span<std::uint32_t> delays, std::span<Color> out) noexcept;
   void check_shared(policer::SharedMeter& meter, const policer::Profile& profile, std::uint64_t generation,
