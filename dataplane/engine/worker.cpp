@@ -188,12 +188,13 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
         KeyedMeters::begin_write(*e);
         if (flows != nullptr) [[unlikely]] {
           if (!track_flow(rule, *flows, table, *e, parsed[packets[k]], times[k], tally)) {
-            // A refused flow's packet: red, unmetered (its key's meter is not charged for it).
-            constexpr auto red = static_cast<std::size_t>(Color::red);
-            ++e->counters.packets[red];
-            e->counters.bytes[red] += l2_bytes(burst[packets[k]]);
+            // A refused flow's packet: the rule's flow-excess color (red by default), unmetered (its
+            // key's meter is not charged for it).
+            const auto excess = static_cast<std::size_t>(rule.per_key.flow_excess);
+            ++e->counters.packets[excess];
+            e->counters.bytes[excess] += l2_bytes(burst[packets[k]]);
             KeyedMeters::end_write(*e);
-            out[k] = Color::red;
+            out[k] = rule.per_key.flow_excess;
             verdicts[packets[k]].keyed = true;
             verdicts[packets[k]].flow_refused = true;
             continue;
@@ -454,7 +455,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       std::size_t p_slot[kMaxBurst], forwarded = 0;
       for (std::size_t k = 0; k < count; ++k) {
         const std::size_t i = group[k];
-        if (out[k] == Color::red || unmetered(verdicts[i], cr.per_key.fallback)) continue;
+        if (out[k] == Color::red || unmetered(verdicts[i], cr.per_key.fallback) || verdicts[i].flow_refused) continue;
         p_times[forwarded] = times[k];
         p_lengths[forwarded] = lengths[k];
         p_in[forwarded] = out[k];
@@ -475,7 +476,8 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       Color c_out[kMaxBurst];
       std::size_t c_slot[kMaxBurst], green = 0;
       for (std::size_t k = 0; k < count; ++k) {
-        if (out[k] != Color::green || unmetered(verdicts[group[k]], cr.per_key.fallback)) continue;
+        if (out[k] != Color::green || unmetered(verdicts[group[k]], cr.per_key.fallback) || verdicts[group[k]].flow_refused)
+          continue;
         c_times[green] = times[k];
         c_lengths[green] = lengths[k];
         c_out[green] = Color::green;

@@ -48,7 +48,8 @@ struct Verdict {
   // passes it to `owner` with the set's generation and `rule` (Handed).
   bool handoff = false;
   // A max-flows rule refused the packet's new flow (its key had max-flows open, or the worker's flow
-  // table was full): not metered, out red, the red action applied; it opened nothing.
+  // table was full): not metered, out the rule's flow-excess color (red by default), that color's
+  // action applied; it opened nothing.
   bool flow_refused = false;
   std::uint16_t owner = 0;
   // A shaping rule's held packet (Action::shape_max_delay_ns): it leaves `delay` ticks after its

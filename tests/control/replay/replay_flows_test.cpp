@@ -289,5 +289,36 @@ TEST(ReplayFlows, AFlowIdlePastItsTimeoutMakesRoomAtOnce) {
   EXPECT_EQ(json_number(json, "\"max_per_key\"", "closed"), model.closed);
 }
 
+// flow-excess: a refused flow's packet takes that color's action, unmetered, and is counted refused.
+// Yellow with a remark: forwarded, remarked; green: a dry run that counts refusals and passes all.
+TEST(ReplayFlows, FlowExcessGivesRefusedPacketsItsColorAndAction) {
+  for (const std::string excess : {"yellow", "green"}) {
+    ScratchDir dir("tricolor-replay-flow-excess");
+    std::vector<Packet> packets;
+    std::uint64_t t = kStart;
+    for (std::uint16_t p = 0; p < 6; ++p) packets.push_back({t += 1000, frame_of({1, true, std::uint16_t(100 + p), kSyn})});
+    packets.push_back({t += 1000, frame_of({1, true, 100, kAck})});  // an admitted flow's packet
+    write_pcap(dir.path / "in.pcap", packets);
+    std::ofstream(dir.path / "policy") << "profile add big 1r2c cir 10gbit cbs 10m\n"
+                                          "rule add flows dst 10.1.0.0/16 per src max-flows 2 flow-excess " + excess +
+                                              " profile big yellow remark 10\n";
+    const CommandResult result = run(replay_binary() + " --policy " + (dir.path / "policy").string() + " --in " +
+                                     (dir.path / "in.pcap").string() + " --csv " + (dir.path / "out.csv").string() +
+                                     " --json " + (dir.path / "out.json").string() + " --all-keys");
+    ASSERT_EQ(result.status, 0) << result.output;
+    const auto rows = read_csv(dir.path / "out.csv");
+    ASSERT_EQ(rows.size(), packets.size() + 1);
+    const std::string refused_action = excess == "yellow" ? "forward;dscp=10;flow-refused" : "forward;flow-refused";
+    for (std::size_t k = 0; k < packets.size(); ++k) {
+      const bool refused = k >= 2 && k < 6;
+      ASSERT_EQ(rows[k + 1][4], refused ? excess : "green") << excess << " packet " << k;
+      ASSERT_EQ(rows[k + 1][5], refused ? refused_action : "forward") << excess << " packet " << k;
+    }
+    const std::string json = slurp(dir.path / "out.json");
+    EXPECT_EQ(json_number(json, "\"max_per_key\"", "opened"), 2u) << json;
+    EXPECT_EQ(json_number(json, "\"max_per_key\"", "refused_packets"), 4u);
+  }
+}
+
 }  // namespace
 }  // namespace tricolor::test
