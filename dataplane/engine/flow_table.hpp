@@ -10,7 +10,13 @@
 //
 // Layout: bit_ceil(max(8, 2 x capacity)) slots of 64 bytes (load <= 0.5), linear probing, deletion by
 // backward shift (no tombstones). Memory: 128 B per flow of capacity at powers of two, from the
-// worker's MemorySource, zeroed and resident when made.
+// worker's MemorySource, zeroed and resident when made; 2 KiB of bucket sentinels in the table itself.
+//
+// Expiry is exact where it matters (doc/engine.md): a timing wheel of deadlines, each open flow in the
+// bucket of its last packet plus the timeout as it was when the flow was placed there. A packet only
+// writes `last`; a flow found not idle when its bucket comes due moves on to its present deadline's
+// bucket. Before a refusal, expire_due(now, exact) also drains the bucket holding `now` once its
+// earliest deadline can have come, so that no flow idle at `now` is left.
 #include <algorithm>
 #include <array>
 #include <bit>
