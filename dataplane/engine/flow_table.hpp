@@ -10,7 +10,8 @@
 //
 // Layout: bit_ceil(max(8, 2 x capacity)) slots of 64 bytes (load <= 0.5), linear probing, deletion by
 // backward shift (no tombstones). Memory: 128 B per flow of capacity at powers of two, from the
-// worker's MemorySource, zeroed and resident when made; 2 KiB of bucket sentinels in the table itself.
+// worker's MemorySource, zeroed and resident when made; and 8 B of bucket sentinel per 64 flows of
+// capacity (2 KiB at least, 512 KiB at most), from the heap when made.
 //
 // Expiry is exact where it matters (doc/engine.md): a timing wheel of deadlines, each open flow in the
 // bucket of its last packet plus the timeout as it was when the flow was placed there. A packet only
@@ -58,6 +59,9 @@ class FlowTable {
   static std::unique_ptr<FlowTable> make(std::uint32_t capacity, std::uint64_t idle_ticks, MemorySource& source) {
     std::unique_ptr<FlowTable> table(new (std::nothrow) FlowTable(capacity, idle_ticks, source));
     if (table == nullptr) return nullptr;
+    table->heads_.reset(new (std::nothrow) Link[table->buckets_ + 1]);
+    if (table->heads_ == nullptr) return nullptr;
+    for (std::uint32_t b = 0; b <= table->buckets_; ++b) table->heads_[b] = Link{table->sentinel(b), table->sentinel(b)};
     table->slots_ = static_cast<Flow*>(source.allocate(bytes_for(capacity), alignof(Flow)));
     if (table->slots_ == nullptr) return nullptr;
     return table;
@@ -132,9 +136,9 @@ class FlowTable {
     // Buckets below `through` lie wholly at or before `now`.
     const std::uint64_t through = (now >> shift_) + ((now & (width() - 1)) == width() - 1 ? 1 : 0);
     if (through > cursor_) [[unlikely]] {
-      if (through - cursor_ >= kBuckets) {  // a revolution or more behind: every bucket once
+      if (through - cursor_ >= buckets_) {  // a revolution or more behind: every bucket once
         advance_to(through);
-        for (std::uint32_t b = 0; b < kBuckets; ++b) closed += drain(b, now, on_expired);
+        for (std::uint32_t b = 0; b < buckets_; ++b) closed += drain(b, now, on_expired);
       } else {
         while (cursor_ < through) {
           const std::uint32_t b = bucket_index(cursor_);
@@ -157,11 +161,11 @@ class FlowTable {
   // For the tests: whether every open flow is in exactly one bucket list, the lists are well linked,
   // and no flow sits in a bucket after its deadline's (nor below the cursor).
   bool consistent() const noexcept {
-    if (heads_[kScratch].next != sentinel(kScratch)) return false;
+    if (heads_[scratch()].next != sentinel(scratch())) return false;
     std::size_t seen = 0;
-    for (std::uint32_t b = 0; b < kBuckets; ++b) {
+    for (std::uint32_t b = 0; b < buckets_; ++b) {
       const std::uint32_t head = sentinel(b);
-      const std::uint64_t absolute = cursor_ + ((b - bucket_index(cursor_)) & (kBuckets - 1));
+      const std::uint64_t absolute = cursor_ + ((b - bucket_index(cursor_)) & (buckets_ - 1));
       for (std::uint32_t i = link(head).next, before = head; i != head; before = i, i = link(i).next) {
         if (i >= slot_count() || slots_[i].tag == 0 || slots_[i].prev != before) return false;
         const std::uint64_t due = slots_[i].last + idle_;
@@ -173,8 +177,9 @@ class FlowTable {
   }
 
  private:
-  static constexpr std::uint32_t kBuckets = 256;         // a power of two
-  static constexpr std::uint32_t kScratch = kBuckets;    // the sentinel of a bucket being drained
+  // Buckets (a power of two): one per 64 flows of capacity, so that a bucket holds few flows when the
+  // table is full (the cost of draining the one holding `now`), within 256 .. 64 Ki (8 B each).
+  static constexpr std::uint32_t kFlowsPerBucket = 64, kMinBuckets = 256, kMaxBuckets = 1u << 16;
   static constexpr std::uint32_t kLive = 1u << 31;
   static_assert(kMaxFlowCapacity <= (1u << 30), "a home slot in the tag's low 31 bits");
   struct Link {
@@ -183,18 +188,18 @@ class FlowTable {
 
   FlowTable(std::uint32_t capacity, std::uint64_t idle_ticks, MemorySource& source) noexcept
       : source_(&source), capacity_(capacity), idle_(idle_ticks), mask_(slots_for(capacity) - 1),
-        // Buckets of 2^shift_ ticks, (kBuckets - 1) of them longer than the timeout: any deadline a
+        buckets_(std::clamp<std::uint32_t>(std::bit_ceil(capacity / kFlowsPerBucket), kMinBuckets, kMaxBuckets)),
+        // Buckets of 2^shift_ ticks, (buckets_ - 1) of them longer than the timeout: any deadline a
         // flow can have (its last packet plus the timeout) lies within one revolution of the cursor.
-        shift_(static_cast<unsigned>(std::bit_width(idle_ticks / (kBuckets - 1)))) {
-    for (std::uint32_t b = 0; b <= kBuckets; ++b) heads_[b] = Link{sentinel(b), sentinel(b)};
-  }
+        shift_(static_cast<unsigned>(std::bit_width(idle_ticks / (buckets_ - 1)))) {}
 
   static std::uint32_t tag_of(std::uint64_t hash) noexcept { return kLive | static_cast<std::uint32_t>(hash & ~kLive); }
   std::uint64_t width() const noexcept { return std::uint64_t{1} << shift_; }
   std::uint32_t slot_count() const noexcept { return static_cast<std::uint32_t>(mask_ + 1); }
   std::uint32_t sentinel(std::uint32_t bucket) const noexcept { return slot_count() + bucket; }
-  static std::uint32_t bucket_index(std::uint64_t absolute) noexcept {
-    return static_cast<std::uint32_t>(absolute & (kBuckets - 1));
+  std::uint32_t scratch() const noexcept { return buckets_; }  // the sentinel of a bucket being drained
+  std::uint32_t bucket_index(std::uint64_t absolute) const noexcept {
+    return static_cast<std::uint32_t>(absolute & (buckets_ - 1));
   }
   Link link(std::uint32_t i) const noexcept {
     return i < slot_count() ? Link{slots_[i].prev, slots_[i].next} : heads_[i - slot_count()];
@@ -222,12 +227,12 @@ class FlowTable {
     due_floor_ = absolute << shift_;
   }
 
-  // Into the bucket of its deadline, within [cursor, cursor + kBuckets): a deadline past that window
+  // Into the bucket of its deadline, within [cursor, cursor + buckets_): a deadline past that window
   // (a clock stepping back) goes early, to be placed again; one behind the cursor goes to the
   // cursor's bucket, whose floor it lowers.
   void place(std::uint32_t i) noexcept {
     const std::uint64_t due = slots_[i].last + idle_;
-    const std::uint64_t absolute = std::clamp(due >> shift_, cursor_, cursor_ + kBuckets - 1);
+    const std::uint64_t absolute = std::clamp(due >> shift_, cursor_, cursor_ + buckets_ - 1);
     if (absolute == cursor_) due_floor_ = std::min(due_floor_, due);
     push(sentinel(bucket_index(absolute)), i);
   }
@@ -237,14 +242,14 @@ class FlowTable {
   template <class OnExpired>
   std::size_t drain(std::uint32_t b, std::uint64_t now, OnExpired& on_expired) noexcept {
     Link& from = heads_[b];
-    const std::uint32_t head = sentinel(b), scratch = sentinel(kScratch);
+    const std::uint32_t head = sentinel(b), scratch = sentinel(this->scratch());
     if (from.next == head) return 0;
-    heads_[kScratch] = from;
+    heads_[this->scratch()] = from;
     prev_of(from.next) = scratch;
     next_of(from.prev) = scratch;
     from = Link{head, head};
     std::size_t closed = 0;
-    for (std::uint32_t i; (i = heads_[kScratch].next) != scratch;) {
+    for (std::uint32_t i; (i = heads_[this->scratch()].next) != scratch;) {
       Flow& f = slots_[i];
       if (idle(f, now)) {
         on_expired(static_cast<const Flow&>(f));
@@ -264,10 +269,11 @@ class FlowTable {
   std::uint64_t idle_;
   std::size_t mask_;
   std::size_t live_ = 0;
+  std::uint32_t buckets_;
   unsigned shift_;
   std::uint64_t cursor_ = 0;      // the earliest bucket not yet drained whole (absolute: tick >> shift_)
   std::uint64_t due_floor_ = 0;   // no flow in the cursor's bucket is due before this tick
-  std::array<Link, kBuckets + 1> heads_;  // the buckets' sentinels, then the scratch one
+  std::unique_ptr<Link[]> heads_;  // the buckets' sentinels, then the scratch one
   SecretHash<kKeySize> hash_;
 };
 

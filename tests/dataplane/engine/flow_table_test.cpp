@@ -70,13 +70,14 @@ TEST(FlowTable, RandomOperationsAgreeWithAMapOfOpenFlows) {
 // Exact expiry (Expiry::exact): after expire_due(now), no flow idle at `now` is open and none that is
 // not idle was closed, whatever the time steps (within a bucket, across a few, past a revolution);
 // the bucket lists stay well linked through opens, packets, closes and the shifts deletions make.
+// Capacities of the fewest buckets (256) and of more (40 000 flows: 1024).
 TEST(FlowTable, ExactExpiryLeavesNoIdleFlowAndClosesNoLiveOne) {
+  for (const std::uint32_t capacity : {300u, 40'000u})
   for (const std::uint64_t idle : {std::uint64_t{1}, std::uint64_t{1000}, std::uint64_t{1'000'000'000}}) {
-    constexpr std::uint32_t kCapacity = 300;
-    auto table = FlowTable::make(kCapacity, idle, heap_memory());
+    auto table = FlowTable::make(capacity, idle, heap_memory());
     ASSERT_NE(table, nullptr);
     std::map<std::uint32_t, std::uint64_t> model;  // flow -> tick of its latest packet
-    SplitMix64 rng{idle};
+    SplitMix64 rng{idle + capacity};
     std::uint64_t now = 1'700'000'000'000'000'000;
     std::uint64_t closed_by_expiry = 0;
     for (int step = 0; step < 100'000; ++step) {
@@ -98,7 +99,7 @@ TEST(FlowTable, ExactExpiryLeavesNoIdleFlowAndClosesNoLiveOne) {
           FlowTable::touch(*f, now);
           it->second = now;
         }
-      } else if (model.size() < kCapacity) {
+      } else if (model.size() < capacity) {
         ASSERT_NE(table->open(key, hash, now, n), nullptr);
         model[n] = now;
       }
