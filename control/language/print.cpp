@@ -185,6 +185,8 @@ std::string format_rule(const Rule& rule) {
         clause("flow-timeout", format_duration(rule.per_key.flow_timeout_ns));
       if (rule.per_key.flow_capacity != per_defaults.flow_capacity)
         clause("flow-capacity", format_capacity(rule.per_key.flow_capacity));
+      if (rule.per_key.flow_excess != per_defaults.flow_excess)
+        clause("flow-excess", std::string(kColors[static_cast<std::size_t>(rule.per_key.flow_excess)]));
     }
   }
   if (rule.parent) clause("parent", *rule.parent);

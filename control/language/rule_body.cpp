@@ -33,10 +33,10 @@ struct ClauseSpec {
 // clang-format off
 enum class Clause : std::uint8_t {
   port, vlan, src, dst, proto, sport, dport, dscp, profile, per, timeout, capacity, fallback, parent, cluster, input, length,
-  max_flows, flow_timeout, flow_capacity
+  max_flows, flow_timeout, flow_capacity, flow_excess
 };
 // clang-format on
-constexpr std::size_t kClauseCount = 20;
+constexpr std::size_t kClauseCount = 21;
 constexpr std::array<ClauseSpec, kClauseCount> kClauses{{
     {"port", kExpectPorts},
     {"vlan", kExpectVlan},
@@ -58,6 +58,7 @@ constexpr std::array<ClauseSpec, kClauseCount> kClauses{{
     {"max-flows", kExpectMaxFlows},
     {"flow-timeout", kExpectDuration},
     {"flow-capacity", kExpectFlowCapacity},
+    {"flow-excess", kExpectColor},
 }};
 
 // After 'input map': [pcp-map NAME] [dscp-map NAME] [unmapped COLOR], in any order, each at most once,
@@ -106,7 +107,7 @@ Expected<Rule> parse_rule_body(Cursor& c, const Store& store, std::string_view n
   std::string_view first_pair;    // for the error when the input is blind
   std::string_view ports_clause;  // sport or dport, for the error when the protocol has no ports
   std::string_view per_clause;    // timeout, capacity or fallback, for the error when there is no 'per'
-  std::string_view flow_clause;   // flow-timeout or flow-capacity, for the error when there is no 'max-flows'
+  std::string_view flow_clause;   // flow-timeout, -capacity or -excess, for the error when there is no 'max-flows'
 
   while (!c.done()) {
     const std::string_view key = c.take();
@@ -233,6 +234,13 @@ Expected<Rule> parse_rule_body(Cursor& c, const Store& store, std::string_view n
           if (!flows) return flows.error();
           if (*flows > dataplane::kMaxFlowCapacity) return at(token, "flow-capacity must be 1 to 16m (16777216) flows");
           rule.per_key.flow_capacity = *flows;
+          if (flow_clause.empty()) flow_clause = key;
+          break;
+        }
+        case flow_excess: {
+          const auto color = color_index(token);
+          if (!color) return not_a_keyword(token, cat("expected ", kExpectColor));
+          rule.per_key.flow_excess = static_cast<Color>(*color);
           if (flow_clause.empty()) flow_clause = key;
           break;
         }

@@ -90,7 +90,7 @@ bool for_each_item(std::string_view text, char separator, Visit visit) {
 // ---- vocabulary ----------------------------------------------------------------------------------
 
 // clang-format off
-inline constexpr std::array<std::string_view, 81> kKeywords{
+inline constexpr std::array<std::string_view, 82> kKeywords{
     "profile", "rule",   "add",   "change", "delete", "list",    "show",      "default",
     "first",   "last",   "before", "after", "port",   "vlan",    "src",       "dst",
     "proto",   "sport",  "dport", "dscp",   "input",  "length",  "blind",     "green",
@@ -105,7 +105,7 @@ inline constexpr std::array<std::string_view, 81> kKeywords{
     // shaping (issue 27)
     "shape", "max-delay", "queue",
     // concurrent flows per key (issue 27)
-    "max-flows", "flow-timeout", "flow-capacity",
+    "max-flows", "flow-timeout", "flow-capacity", "flow-excess",
 };
 // clang-format on
 
@@ -324,7 +324,7 @@ inline constexpr std::string_view kExpectShapeQueue =
     "a number of packets held at once such as 64, 4k or 1m (1 to 1m, k = 1024, m = 1048576)";
 inline constexpr std::string_view kExpectClause =
     "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, per, timeout, capacity, "
-    "fallback, max-flows, flow-timeout, flow-capacity, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
+    "fallback, max-flows, flow-timeout, flow-capacity, flow-excess, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
     "green>yellow)";
 inline constexpr std::string_view kExpectPerKey =
     "a key: src, dst, src+dport or 5-tuple, optionally with address masks such as src/24 or src/24,64";

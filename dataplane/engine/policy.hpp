@@ -126,6 +126,7 @@ struct PerKey {
   std::uint32_t max_flows = 0;
   std::uint64_t flow_timeout_ns = 60'000'000'000;  // a flow idle this long is closed
   std::uint32_t flow_capacity = 65'536;            // open flows per worker (the flow table, made at load)
+  Color flow_excess = Color::red;                  // a refused flow's packet's color (its action applies)
   friend bool operator==(const PerKey&, const PerKey&) = default;
 };
 

@@ -19,6 +19,28 @@ constexpr std::size_t kSweepBudget = 64;       // key-table index slots examined
 bool unmetered(const Verdict& v, KeyFallback fallback) noexcept {
   return v.table_full && fallback != KeyFallback::aggregate;
 }
+
+// Closes a max-flows rule's flows that flow_table.expire_due() finds idle: each is subtracted from its
+// key's count if that key is still in the life the flow opened in (a look-up, no creation); a key that
+// expired took its count with it. `writing`: the entry the caller holds under its seqlock, if any.
+struct SubtractExpired {
+  KeyedMeters& keys;
+  const PerKey& per;
+  KeyedMeters::Entry* writing = nullptr;
+  void operator()(const FlowTable::Flow& flow) const noexcept {
+    MeterKey key;
+    key_of_flow(per, flow.key, key);
+    KeyedMeters::Entry* e = keys.find(key, keys.hash(key));
+    if (e == nullptr || e->counters.incarnation != flow.incarnation) return;
+    if (e == writing) {  // a second begin_write would make its version even mid-write
+      --e->counters.open_flows;
+      return;
+    }
+    KeyedMeters::begin_write(*e);
+    --e->counters.open_flows;
+    KeyedMeters::end_write(*e);
+  }
+};
 }  // namespace
 
 void Worker::quiescent() noexcept { rcu_.quiescent(id_); }
@@ -156,6 +178,11 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
   const std::uint64_t max_delay = rule.shape_max_delay;
   FlowTable* const flows = mine.flows;  // max-flows rules only
   FlowTally tally;
+  if (flows != nullptr) [[unlikely]] {
+    // The buckets of flow deadlines gone by before the group's first packet (one comparison when none).
+    const std::uint64_t first = *std::min_element(times.begin(), times.end());
+    tally.expired += flows->expire_due(first, FlowTable::Expiry::whole_buckets, SubtractExpired{table, rule.per_key});
+  }
   policer::with_algorithm(profile.algorithm(), [&](auto algo) {
     using Algo = decltype(algo);
     // The loop over the burst's keys, given how a key's meter decides: policing's check, or shaping's
@@ -166,13 +193,14 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
         if (e == nullptr) continue;
         KeyedMeters::begin_write(*e);
         if (flows != nullptr) [[unlikely]] {
-          if (!track_flow(rule, *flows, *e, parsed[packets[k]], times[k], tally)) {
-            // A refused flow's packet: red, unmetered (its key's meter is not charged for it).
-            constexpr auto red = static_cast<std::size_t>(Color::red);
-            ++e->counters.packets[red];
-            e->counters.bytes[red] += l2_bytes(burst[packets[k]]);
+          if (!track_flow(rule, *flows, table, *e, parsed[packets[k]], times[k], tally)) {
+            // A refused flow's packet: the rule's flow-excess color (red by default), unmetered (its
+            // key's meter is not charged for it).
+            const auto excess = static_cast<std::size_t>(rule.per_key.flow_excess);
+            ++e->counters.packets[excess];
+            e->counters.bytes[excess] += l2_bytes(burst[packets[k]]);
             KeyedMeters::end_write(*e);
-            out[k] = Color::red;
+            out[k] = rule.per_key.flow_excess;
             verdicts[packets[k]].keyed = true;
             verdicts[packets[k]].flow_refused = true;
             continue;
@@ -259,9 +287,10 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
 // (without FIN or RST) and closes at a FIN or RST, any other at its first packet; every flow closes
 // when idle for flow-timeout. A packet that opens nothing (a TCP packet of no open flow that is not
 // a SYN) is metered as usual. A flow of the key entry's earlier life (the key expired and came back)
-// is closed without touching this life's count.
-bool Worker::track_flow(const CompiledRule& rule, FlowTable& flows, KeyedMeters::Entry& key, const Parsed& parsed,
-                        std::uint64_t now, FlowTally& tally) noexcept {
+// is closed without touching this life's count. A refusal is exact: before it, every flow idle at
+// `now` (any key's: the flow table is shared) is closed.
+bool Worker::track_flow(const CompiledRule& rule, FlowTable& flows, KeyedMeters& keys, KeyedMeters::Entry& key,
+                        const Parsed& parsed, std::uint64_t now, FlowTally& tally) noexcept {
   MeterKey five;
   make_key(kFlowKey, parsed, five);
   const std::uint64_t hash = flows.hash(five);
@@ -278,7 +307,7 @@ bool Worker::track_flow(const CompiledRule& rule, FlowTable& flows, KeyedMeters:
   const bool tcp = parsed.protocol == ip_protocol::tcp;
   const bool ends = tcp && (parsed.tcp_flags & (tcp_flag::fin | tcp_flag::rst)) != 0;
   if (flow != nullptr) {
-    flow->last = now;
+    FlowTable::touch(*flow, now);
     if (ends) {
       --count.open_flows;
       ++tally.closed;
@@ -288,6 +317,8 @@ bool Worker::track_flow(const CompiledRule& rule, FlowTable& flows, KeyedMeters:
   }
   const bool opens = !tcp || ((parsed.tcp_flags & tcp_flag::syn) != 0 && !ends);
   if (!opens) return true;
+  if (count.open_flows >= rule.per_key.max_flows || flows.size() >= flows.capacity()) [[unlikely]]
+    tally.expired += flows.expire_due(now, FlowTable::Expiry::exact, SubtractExpired{keys, rule.per_key, &key});
   if (count.open_flows >= rule.per_key.max_flows) {
     ++tally.refused;
     return false;
@@ -308,19 +339,11 @@ void Worker::sweep_keys(const RuleSet& set, std::uint64_t now) noexcept {
   const std::uint32_t r = set.keyed[sweep_cursor_++];
   const WorkerRule& mine = set.worker_rule(r, id_);
   KeyedMeters& table = *mine.keys;
-  // Idle flows first: each is subtracted from its key's count if that key is still in the life the
-  // flow opened in (a look-up, no creation); a key that expired took its count with it.
+  // Flows past their deadlines first, so that a rule without packets still closes its idle flows
+  // (one comparison when none is due).
   if (mine.flows != nullptr) {
-    const PerKey& per = set.rules[r].per_key;
-    const std::size_t expired = mine.flows->sweep(now, kSweepBudget, [&](const FlowTable::Flow& flow) {
-      MeterKey key;
-      key_of_flow(per, flow.key, key);
-      KeyedMeters::Entry* e = table.find(key, table.hash(key));
-      if (e == nullptr || e->counters.incarnation != flow.incarnation) return;
-      KeyedMeters::begin_write(*e);
-      --e->counters.open_flows;
-      KeyedMeters::end_write(*e);
-    });
+    const std::size_t expired = mine.flows->expire_due(now, FlowTable::Expiry::whole_buckets,
+                                                       SubtractExpired{table, set.rules[r].per_key});
     if (expired != 0) mine.counters->flows_expired.add(expired);
   }
   if (table.sweep(now, kSweepBudget) != 0) touched_[touched_count_++] = &table;
@@ -450,7 +473,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       std::size_t p_slot[kMaxBurst], forwarded = 0;
       for (std::size_t k = 0; k < count; ++k) {
         const std::size_t i = group[k];
-        if (out[k] == Color::red || unmetered(verdicts[i], cr.per_key.fallback)) continue;
+        if (out[k] == Color::red || unmetered(verdicts[i], cr.per_key.fallback) || verdicts[i].flow_refused) continue;
         p_times[forwarded] = times[k];
         p_lengths[forwarded] = lengths[k];
         p_in[forwarded] = out[k];
@@ -471,7 +494,8 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       Color c_out[kMaxBurst];
       std::size_t c_slot[kMaxBurst], green = 0;
       for (std::size_t k = 0; k < count; ++k) {
-        if (out[k] != Color::green || unmetered(verdicts[group[k]], cr.per_key.fallback)) continue;
+        if (out[k] != Color::green || unmetered(verdicts[group[k]], cr.per_key.fallback) || verdicts[group[k]].flow_refused)
+          continue;
         c_times[green] = times[k];
         c_lengths[green] = lengths[k];
         c_out[green] = Color::green;

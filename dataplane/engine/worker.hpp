@@ -48,7 +48,8 @@ struct Verdict {
   // passes it to `owner` with the set's generation and `rule` (Handed).
   bool handoff = false;
   // A max-flows rule refused the packet's new flow (its key had max-flows open, or the worker's flow
-  // table was full): not metered, out red, the red action applied; it opened nothing.
+  // table was full): not metered, out the rule's flow-excess color (red by default), that color's
+  // action applied; it opened nothing.
   bool flow_refused = false;
   // A shaping rule's queue (queue N) was full and the packet would have waited: dropped, red, nothing
   // taken.
@@ -118,8 +119,8 @@ class Worker {
   struct FlowTally {  // a burst's flow events of one rule, added to its counters once
     std::uint64_t opened = 0, closed = 0, expired = 0, refused = 0, table_full = 0;
   };
-  static bool track_flow(const CompiledRule& rule, FlowTable& flows, KeyedMeters::Entry& key, const Parsed& parsed,
-                         std::uint64_t now, FlowTally& tally) noexcept;
+  static bool track_flow(const CompiledRule& rule, FlowTable& flows, KeyedMeters& keys, KeyedMeters::Entry& key,
+                         const Parsed& parsed, std::uint64_t now, FlowTally& tally) noexcept;
   // Shaping on the aggregate meter, under this worker's queue for the rule (WorkerRule::ledger) if it
   // has one.
   void shape_shared(policer::SharedMeter& meter, const CompiledRule& rule, const WorkerRule& mine,

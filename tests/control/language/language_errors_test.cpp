@@ -47,7 +47,7 @@ const std::string kLongRuleMessage = kLongNameQuoted + ": a rule name is at most
 
 constexpr std::string_view kClauses =
     "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, per, timeout, capacity, "
-    "fallback, max-flows, flow-timeout, flow-capacity, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
+    "fallback, max-flows, flow-timeout, flow-capacity, flow-excess, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
     "green>yellow)";
 
 INSTANTIATE_TEST_SUITE_P(
@@ -637,6 +637,14 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"rule add r profile gold per src max-flows 2 flow-timeout 0ms", "0ms", "'0ms': the timeout must be at least 1ms"},
         ErrorCase{"rule add r profile gold per src max-flows 2 flow-capacity 17m", "17m",
                   "'17m': flow-capacity must be 1 to 16m (16777216) flows"},
+        ErrorCase{"rule add r profile gold per src flow-excess yellow", "flow-excess",
+                  "'flow-excess': flow-excess needs a flow limit: add 'max-flows N'"},
+        ErrorCase{"rule add r profile gold per src max-flows 2 flow-excess blue", "blue",
+                  "'blue': expected a color: green, yellow or red"},
+        ErrorCase{"rule add r profile gold per src max-flows 2 flow-excess", "",
+                  "after 'flow-excess': expected a color: green, yellow or red"},
+        ErrorCase{"rule add r profile gold per src max-flows 2 flow-excess red flow-excess green", "flow-excess",
+                  "'flow-excess': flow-excess given twice"},
         ErrorCase{"rule add r profile gold per src max-flows 2 red shape max-delay 5ms", "max-flows",
                   "'max-flows': a max-flows rule cannot shape: a refused flow's packet is red and never conforms later"},
         ErrorCase{"profile add flow-timeout srtcm cir 1mbit cbs 1k", "flow-timeout",

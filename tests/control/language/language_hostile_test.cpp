@@ -100,7 +100,7 @@ const std::string kShown64 = std::string(64, 'a');
 constexpr std::string_view kUnknownCommand = "unknown command; expected profile, color-map, rule, default or show";
 constexpr std::string_view kClauses =
     "expected a match (port, vlan, src, dst, proto, sport, dport, dscp), profile, per, timeout, capacity, "
-    "fallback, max-flows, flow-timeout, flow-capacity, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
+    "fallback, max-flows, flow-timeout, flow-capacity, flow-excess, parent, cluster, input, length or a color and its action (green, yellow, red or a pair IN>OUT such as "
     "green>yellow)";
 
 INSTANTIATE_TEST_SUITE_P(

@@ -155,6 +155,25 @@ TEST(LanguagePrint, MaxFlowsRoundTrips) {
   EXPECT_EQ(must_load(text), policy);
 }
 
+// flow-excess (a refused flow's color) prints only when it is not red, after the other flow clauses.
+TEST(LanguagePrint, FlowExcessRoundTrips) {
+  const Policy policy = must_load(
+      "profile add s 1r2c cir 10mbit cbs 15k\n"
+      "rule add a flow-excess yellow per src max-flows 4 profile s yellow remark 10\n"
+      "rule add b per dst max-flows 2 flow-excess green flow-timeout 5s profile s\n"
+      "rule add c per dst max-flows 2 flow-excess red profile s\n");
+  ASSERT_EQ(policy.rules.size(), 3u);
+  EXPECT_EQ(policy.rules[0].per_key.flow_excess, dataplane::Color::yellow);
+  EXPECT_EQ(policy.rules[1].per_key.flow_excess, dataplane::Color::green);
+  EXPECT_EQ(policy.rules[2].per_key.flow_excess, dataplane::Color::red);
+  const std::string text = print(policy);
+  EXPECT_NE(text.find("per src max-flows 4 flow-excess yellow yellow remark af11\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("per dst max-flows 2 flow-timeout 5s flow-excess green\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rule add c profile s per dst max-flows 2\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("flow-excess red"), std::string::npos) << text;
+  EXPECT_EQ(must_load(text), policy);
+}
+
 TEST(LanguagePrint, ColorMapsCompactly) {
   struct Case {
     std::string command, printed;

@@ -7,12 +7,11 @@
 //   (doc/language.md adds: a TCP packet of no open flow that is not a SYN opens nothing and is metered;
 //   a new flow that finds the worker's flow table full is refused too.)
 //
-// The engine closes idle flows by a sweep, a few slots per burst, so that its count of a key's open
-// flows may include, for a few bursts, a flow the model has already seen time out. The capture is
-// therefore made of phases shorter than the flow timeout, separated by quiet gaps longer than it and
-// then a run of filler packets (another rule) over which the sweep closes every idle flow: within a
-// phase no flow times out, and at a phase's start every earlier flow has. A flow idle past its timeout
-// whose own next packet comes is closed at that packet, exactly: the deterministic part checks that.
+// The model closes every idle flow at every packet, and the engine must agree exactly: it closes idle
+// flows lazily, but before it refuses a flow it closes every flow idle at that packet's tick (a timing
+// wheel of deadlines, flow_table.hpp). The first test's capture is made of phases shorter than the
+// flow timeout separated by quiet gaps (from when the engine's sweep lagged); the second's flows time
+// out all the time, in a flow table far too large for any sweep to reach an idle flow in time.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,7 +57,8 @@ std::vector<std::uint8_t> frame_of(const Offered& o) {
 class FlowModel {
  public:
   using Flow = std::tuple<std::uint8_t, bool, std::uint16_t>;  // source, tcp, source port (the rest fixed)
-  explicit FlowModel(std::size_t max_flows) : max_flows_(max_flows) {}
+  explicit FlowModel(std::size_t max_flows, std::size_t capacity = kFlowCapacity)
+      : max_flows_(max_flows), capacity_(capacity) {}
 
   void set_max_flows(std::size_t n) { max_flows_ = n; }
   void set_prefix24(bool yes) { prefix24_ = yes; }
@@ -81,7 +81,7 @@ class FlowModel {
     if (flows.size() >= max_flows_) return ++refused, true;
     std::size_t total = 0;
     for (const auto& [key, f] : open_) total += f.size();
-    if (total >= kFlowCapacity) return ++refused, ++table_full, true;
+    if (total >= capacity_) return ++refused, ++table_full, true;
     flows[flow] = t;
     ++opened;
     return false;
@@ -95,6 +95,7 @@ class FlowModel {
 
  private:
   std::size_t max_flows_;
+  std::size_t capacity_;
   bool prefix24_ = false;
   std::map<std::uint8_t, std::map<Flow, std::uint64_t>> open_;
 };
@@ -220,6 +221,103 @@ TEST(ReplayFlows, OpensClosesTimeoutsFloodsAndChangesEqualTheModel) {
   EXPECT_EQ(json_number(json, "\"max_per_key\"", "refused_packets"), model.refused);
   EXPECT_EQ(json_number(json, "\"max_per_key\"", "closed"), model.closed);
   EXPECT_EQ(json_number(json, "\"max_per_key\"", "table_full_packets"), model.table_full);
+}
+
+// Refusals are exact: a key at max-flows with a flow idle past flow-timeout admits a new flow at the
+// first packet after the timeout, though nothing else came that could have closed the idle one (few
+// packets, a flow table of 2 Mi slots: the old sweep, 64 slots a burst, reached a flow after some
+// 32 000 bursts). Then random traffic whose flows time out all the time, against the model.
+TEST(ReplayFlows, AFlowIdlePastItsTimeoutMakesRoomAtOnce) {
+  ScratchDir dir("tricolor-replay-flows-exact");
+  std::vector<Packet> packets;
+  std::vector<Offered> offered;
+  const auto at = [&](std::uint64_t time, const Offered& o) {
+    packets.push_back({time, frame_of(o)});
+    offered.push_back(o);
+  };
+  constexpr std::uint64_t kMs = 1'000'000;
+  std::uint64_t t = kStart;
+  at(t, {1, false, 100, 0});                       // opens: 1 of 2
+  at(t + kMs, {1, false, 101, 0});                 // opens: 2 of 2
+  at(t + 999 * kMs, {1, false, 102, 0});           // refused: 100 idle 999 ms
+  at(t + kSecond, {1, false, 102, 0});             // 100 idle 1 s: closed, 102 opens
+  at(t + kSecond + kMs / 2, {1, false, 103, 0});   // refused: 101 idle 999.5 ms
+  at(t + kSecond + kMs, {1, true, 103, kSyn});     // 101 idle 1 s: a SYN opens
+  at(t + kSecond + 2 * kMs, {1, true, 104, kSyn}); // refused
+  at(t + 3 * kSecond, {1, true, 104, kSyn});       // both idle: opens
+  at(t + 3 * kSecond, {1, true, 105, kSyn});       // opens (the other was closed with it)
+  at(t + 3 * kSecond + 1, {1, true, 106, kSyn});   // refused
+  t += 4 * kSecond;
+  Rng rng{2028};
+  for (int i = 0; i < 3000; ++i) {  // 4 sources, 6 ports each, 0 to 400 ms apart: flows time out often
+    Offered o{std::uint8_t(1 + rng.below(4)), rng.below(3) != 0, std::uint16_t(3000 + rng.below(6)), 0};
+    if (o.tcp) {
+      const std::uint64_t r = rng.below(10);
+      o.flags = r < 5 ? kSyn : r < 8 ? kAck : r == 8 ? (kFin | kAck) : kRst;
+    }
+    t += rng.below(400 * kMs);
+    at(t, o);
+  }
+  write_pcap(dir.path / "in.pcap", packets);
+  std::ofstream(dir.path / "policy")
+      << "profile add big 1r2c cir 10gbit cbs 10m\n"
+         "rule add flows dst 10.1.0.0/16 per src timeout 1h max-flows 2 flow-timeout 1s flow-capacity 1m profile big\n";
+  const CommandResult result = run(replay_binary() + " --policy " + (dir.path / "policy").string() + " --in " +
+                                   (dir.path / "in.pcap").string() + " --csv " + (dir.path / "out.csv").string() +
+                                   " --json " + (dir.path / "out.json").string() + " --all-keys");
+  ASSERT_EQ(result.status, 0) << result.output;
+  const auto rows = read_csv(dir.path / "out.csv");
+  ASSERT_EQ(rows.size(), packets.size() + 1);
+  const std::vector<bool> by_hand{false, false, true, false, true, false, true, false, false, true};
+  FlowModel model(2, 1u << 20);
+  std::uint64_t refused_late = 0;
+  for (std::size_t k = 0; k < packets.size(); ++k) {
+    const bool refused = model.packet(offered[k], packets[k].time_ns);
+    if (k < by_hand.size()) ASSERT_EQ(refused, by_hand[k]) << "the model, packet " << k;
+    else refused_late += refused;
+    const auto& row = rows[k + 1];
+    ASSERT_GE(row.size(), 6u);
+    ASSERT_EQ(row[4], refused ? "red" : "green") << "packet " << k << " source " << int(offered[k].source) << " port "
+                                                 << offered[k].sport;
+    ASSERT_EQ(row[5], refused ? "drop;flow-refused" : "forward") << "packet " << k;
+  }
+  EXPECT_GT(refused_late, 100u);
+  EXPECT_EQ(model.table_full, 0u);
+  const std::string json = slurp(dir.path / "out.json");
+  EXPECT_EQ(json_number(json, "\"max_per_key\"", "opened"), model.opened) << json;
+  EXPECT_EQ(json_number(json, "\"max_per_key\"", "refused_packets"), model.refused);
+  EXPECT_EQ(json_number(json, "\"max_per_key\"", "closed"), model.closed);
+}
+
+// flow-excess: a refused flow's packet takes that color's action, unmetered, and is counted refused.
+// Yellow with a remark: forwarded, remarked; green: a dry run that counts refusals and passes all.
+TEST(ReplayFlows, FlowExcessGivesRefusedPacketsItsColorAndAction) {
+  for (const std::string excess : {"yellow", "green"}) {
+    ScratchDir dir("tricolor-replay-flow-excess");
+    std::vector<Packet> packets;
+    std::uint64_t t = kStart;
+    for (std::uint16_t p = 0; p < 6; ++p) packets.push_back({t += 1000, frame_of({1, true, std::uint16_t(100 + p), kSyn})});
+    packets.push_back({t += 1000, frame_of({1, true, 100, kAck})});  // an admitted flow's packet
+    write_pcap(dir.path / "in.pcap", packets);
+    std::ofstream(dir.path / "policy") << "profile add big 1r2c cir 10gbit cbs 10m\n"
+                                          "rule add flows dst 10.1.0.0/16 per src max-flows 2 flow-excess " + excess +
+                                              " profile big yellow remark 10\n";
+    const CommandResult result = run(replay_binary() + " --policy " + (dir.path / "policy").string() + " --in " +
+                                     (dir.path / "in.pcap").string() + " --csv " + (dir.path / "out.csv").string() +
+                                     " --json " + (dir.path / "out.json").string() + " --all-keys");
+    ASSERT_EQ(result.status, 0) << result.output;
+    const auto rows = read_csv(dir.path / "out.csv");
+    ASSERT_EQ(rows.size(), packets.size() + 1);
+    const std::string refused_action = excess == "yellow" ? "forward;dscp=10;flow-refused" : "forward;flow-refused";
+    for (std::size_t k = 0; k < packets.size(); ++k) {
+      const bool refused = k >= 2 && k < 6;
+      ASSERT_EQ(rows[k + 1][4], refused ? excess : "green") << excess << " packet " << k;
+      ASSERT_EQ(rows[k + 1][5], refused ? refused_action : "forward") << excess << " packet " << k;
+    }
+    const std::string json = slurp(dir.path / "out.json");
+    EXPECT_EQ(json_number(json, "\"max_per_key\"", "opened"), 2u) << json;
+    EXPECT_EQ(json_number(json, "\"max_per_key\"", "refused_packets"), 4u);
+  }
 }
 
 }  // namespace

@@ -754,6 +754,28 @@ TEST(EngineFlows, IdleFlowsCloseAndTheirKeyMayOpenAgain) {
   EXPECT_EQ(open, 1u);  // source 7's 5003
 }
 
+// flow-excess green (a dry run): a refused flow's packet is green, forwarded, counted refused, and
+// unmetered: the parent meter above the rule never sees it (the admitted flow's later packet still
+// finds the parent's tokens, which three refused packets of 80 B would have spent).
+TEST(EngineFlows, FlowExcessColorsRefusedPacketsWhichSkipTheParent) {
+  Policy policy = max_flows_policy(1);
+  policy.profiles.push_back({"parent", params_1r2c(1000, 200)});  // 200 B, no refill to speak of
+  policy.rules[0].parent = "parent";
+  policy.rules[0].per_key.flow_excess = Color::green;
+  Harness h(policy);
+  h.send({tcp4(7, 6000, 0x02), tcp4(7, 6001, 0x02), tcp4(7, 6002, 0x02), tcp4(7, 6003, 0x02), tcp4(7, 6000, 0x10)}, 1000);
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  for (std::size_t i = 1; i < 4; ++i) {
+    EXPECT_TRUE(h.verdicts[i].flow_refused) << i;
+    EXPECT_EQ(h.verdicts[i].out, Color::green) << i;
+    EXPECT_FALSE(h.verdicts[i].drop) << i;
+  }
+  EXPECT_FALSE(h.verdicts[4].flow_refused);
+  EXPECT_EQ(h.verdicts[4].out, Color::green) << "the parent was charged for refused packets";
+  EXPECT_EQ(h.engine->counters(0).flows_refused, 3u);
+  EXPECT_EQ(h.engine->counters(0).flows_opened, 1u);
+}
+
 // A flow table that cannot be had refuses the policy, naming the rule, its flow-capacity and the bytes.
 TEST(EngineFlows, AFlowTableThatCannotBeHadRefusesThePolicy) {
   struct UpTo1GiB : MemorySource {  // the heap, but no block of more than 1 GiB
