@@ -81,6 +81,19 @@ def wait_for(sock, daemon, limit_s=30):
     return False
 
 
+def wait_metered(sock, packets, limit_s=30):
+    """Until the daemon's workers have metered `packets` packets (a capture read through); how many they had."""
+    deadline = time.monotonic() + limit_s
+    metered = 0
+    while time.monotonic() < deadline:
+        status, out, _ = ctl(sock, "--json", "stats", "workers")
+        metered = json.loads(out)["result"]["worker"]["packets"] if status == 0 else 0
+        if metered >= packets:
+            break
+        time.sleep(0.05)
+    return metered
+
+
 def stop_daemon(daemon):
     """SIGTERM (if it still runs), then its stderr; killed if it does not end within 30 s."""
     if daemon.poll() is None:

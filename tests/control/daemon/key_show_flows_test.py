@@ -16,11 +16,10 @@ import os
 import struct
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/control/
 import daemon_capture  # noqa: E402
-from ctl_support import ctl, expect, finish, start_daemon, stop_daemon, wait_for  # noqa: E402
+from ctl_support import ctl, expect, finish, start_daemon, stop_daemon, wait_for, wait_metered  # noqa: E402
 
 POLICY = """\
 profile add host 1r2c cir 1gbit cbs 1m
@@ -60,14 +59,7 @@ def main():
                               extra=["--clock", "rx-timestamp"], duration=60)
         try:
             expect("the daemon answers", wait_for(sock, daemon), daemon.poll())
-            deadline = time.monotonic() + 30
-            metered = 0
-            while time.monotonic() < deadline:
-                status, out, _ = ctl(sock, "--json", "stats", "workers")
-                metered = json.loads(out)["result"]["worker"]["packets"] if status == 0 else 0
-                if metered >= len(FRAMES):
-                    break
-                time.sleep(0.05)
+            metered = wait_metered(sock, len(FRAMES))
             expect("every packet metered", metered == len(FRAMES), metered)
             for key, open_flows, greens, reds, words in EXPECTED:
                 status, out, err = ctl(sock, "--json", "key", "show", "guests", key)

@@ -10,13 +10,12 @@ import struct
 import os
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/control/
 import daemon_capture  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/control/
-from ctl_support import ctl, expect, finish, start_daemon, stop_daemon, wait_for  # noqa: E402
+from ctl_support import ctl, expect, finish, start_daemon, stop_daemon, wait_for, wait_metered  # noqa: E402
 
 POLICY = """\
 profile add per-window fixed-window limit 3pkt window 250ms
@@ -76,14 +75,7 @@ def main():
                               extra=["--clock", "rx-timestamp"], duration=60)
         try:
             expect("the daemon answers", wait_for(sock, daemon), daemon.poll())
-            deadline = time.monotonic() + 30
-            metered = 0
-            while time.monotonic() < deadline:
-                status, out, _ = ctl(sock, "--json", "stats", "workers")
-                metered = json.loads(out)["result"]["worker"]["packets"] if status == 0 else 0
-                if metered >= len(packets):
-                    break
-                time.sleep(0.05)
+            metered = wait_metered(sock, len(packets))
             expect("every packet metered", metered == len(packets), metered)
             key = ".".join(map(str, SOURCE))
             shown = {}
