@@ -175,8 +175,9 @@ Error flow_table_unavailable(const Rule& rule) {
   const std::uint32_t capacity = rule.per_key.flow_capacity;
   return Error{rule.name, "rule " + rule.name + ": cannot allocate its flow table: flow-capacity " + capacity_text(capacity) +
                               " flows needs " + bytes_text(FlowTable::bytes_for(capacity)) + " per worker (" +
-                              std::to_string(FlowTable::slots_for(capacity)) +
-                              " slots of 64 bytes), resident from the start: out of memory"};
+                              std::to_string(FlowTable::slots_for(capacity)) + " slots of 64 bytes and " +
+                              std::to_string(FlowTable::buckets_for(capacity) + 1) +
+                              " expiry buckets of 8), resident from the start: out of memory"};
 }
 
 // The classifier depends on the rules' matches and their order only.

@@ -10,8 +10,8 @@
 //
 // Layout: bit_ceil(max(8, 2 x capacity)) slots of 64 bytes (load <= 0.5), linear probing, deletion by
 // backward shift (no tombstones). Memory: 128 B per flow of capacity at powers of two, from the
-// worker's MemorySource, zeroed and resident when made; and 8 B of bucket sentinel per 64 flows of
-// capacity (2 KiB at least, 512 KiB at most), from the heap when made.
+// worker's MemorySource, zeroed and resident when made, and in the same block 8 B of bucket sentinel
+// per 64 flows of capacity (2 KiB at least, 512 KiB at most): bytes_for(capacity) in all.
 //
 // Expiry is exact where it matters (doc/engine.md): a timing wheel of deadlines, each open flow in the
 // bucket of its last packet plus the timeout as it was when the flow was placed there. A packet only
@@ -33,6 +33,8 @@
 namespace tricolor::dataplane {
 
 class FlowTable {
+  static constexpr std::uint32_t kFlowsPerBucket = 64, kMinBuckets = 256, kMaxBuckets = 1u << 16;
+
  public:
   struct alignas(64) Flow {
     MeterKey key;                   // the 5-tuple (keys.hpp, KeyKind::five_tuple, whole addresses)
@@ -46,7 +48,15 @@ class FlowTable {
   static constexpr std::size_t slots_for(std::uint32_t capacity) noexcept {
     return std::bit_ceil(std::max<std::size_t>(8, 2 * std::size_t{capacity}));
   }
-  static constexpr std::size_t bytes_for(std::uint32_t capacity) noexcept { return slots_for(capacity) * sizeof(Flow); }
+  // Buckets of the expiry wheel (a power of two): one per 64 flows of capacity, so that a bucket holds
+  // few flows when the table is full (the cost of draining the one holding `now`), within 256 .. 64 Ki.
+  static constexpr std::uint32_t buckets_for(std::uint32_t capacity) noexcept {
+    return std::clamp<std::uint32_t>(std::bit_ceil(capacity / kFlowsPerBucket), kMinBuckets, kMaxBuckets);
+  }
+  // The slots, then the buckets' sentinels and the scratch one (8 B each).
+  static constexpr std::size_t bytes_for(std::uint32_t capacity) noexcept {
+    return slots_for(capacity) * sizeof(Flow) + (std::size_t{buckets_for(capacity)} + 1) * 2 * sizeof(std::uint32_t);
+  }
 
   // How much of what is due expire_due() closes.
   enum class Expiry : std::uint8_t {
@@ -59,11 +69,10 @@ class FlowTable {
   static std::unique_ptr<FlowTable> make(std::uint32_t capacity, std::uint64_t idle_ticks, MemorySource& source) {
     std::unique_ptr<FlowTable> table(new (std::nothrow) FlowTable(capacity, idle_ticks, source));
     if (table == nullptr) return nullptr;
-    table->heads_.reset(new (std::nothrow) Link[table->buckets_ + 1]);
-    if (table->heads_ == nullptr) return nullptr;
-    for (std::uint32_t b = 0; b <= table->buckets_; ++b) table->heads_[b] = Link{table->sentinel(b), table->sentinel(b)};
     table->slots_ = static_cast<Flow*>(source.allocate(bytes_for(capacity), alignof(Flow)));
     if (table->slots_ == nullptr) return nullptr;
+    table->heads_ = reinterpret_cast<Link*>(table->slots_ + table->slot_count());
+    for (std::uint32_t b = 0; b <= table->buckets_; ++b) table->heads_[b] = Link{table->sentinel(b), table->sentinel(b)};
     return table;
   }
   ~FlowTable() {
@@ -177,9 +186,6 @@ class FlowTable {
   }
 
  private:
-  // Buckets (a power of two): one per 64 flows of capacity, so that a bucket holds few flows when the
-  // table is full (the cost of draining the one holding `now`), within 256 .. 64 Ki (8 B each).
-  static constexpr std::uint32_t kFlowsPerBucket = 64, kMinBuckets = 256, kMaxBuckets = 1u << 16;
   static constexpr std::uint32_t kLive = 1u << 31;
   static_assert(kMaxFlowCapacity <= (1u << 30), "a home slot in the tag's low 31 bits");
   struct Link {
@@ -188,7 +194,7 @@ class FlowTable {
 
   FlowTable(std::uint32_t capacity, std::uint64_t idle_ticks, MemorySource& source) noexcept
       : source_(&source), capacity_(capacity), idle_(idle_ticks), mask_(slots_for(capacity) - 1),
-        buckets_(std::clamp<std::uint32_t>(std::bit_ceil(capacity / kFlowsPerBucket), kMinBuckets, kMaxBuckets)),
+        buckets_(buckets_for(capacity)),
         // Buckets of 2^shift_ ticks, (buckets_ - 1) of them longer than the timeout: any deadline a
         // flow can have (its last packet plus the timeout) lies within one revolution of the cursor.
         shift_(static_cast<unsigned>(std::bit_width(idle_ticks / (buckets_ - 1)))) {}
@@ -273,7 +279,7 @@ class FlowTable {
   unsigned shift_;
   std::uint64_t cursor_ = 0;      // the earliest bucket not yet drained whole (absolute: tick >> shift_)
   std::uint64_t due_floor_ = 0;   // no flow in the cursor's bucket is due before this tick
-  std::unique_ptr<Link[]> heads_;  // the buckets' sentinels, then the scratch one
+  Link* heads_ = nullptr;  // the buckets' sentinels, then the scratch one: after the slots, in their block
   SecretHash<kKeySize> hash_;
 };
 

@@ -794,7 +794,7 @@ TEST(EngineFlows, AFlowTableThatCannotBeHadRefusesThePolicy) {
   ASSERT_FALSE(made.ok());
   EXPECT_EQ(made.error().message,
             "rule guests: cannot allocate its flow table: flow-capacity 16m flows needs 2.00 GiB per worker (33554432 "
-            "slots of 64 bytes), resident from the start: out of memory");
+            "slots of 64 bytes and 65537 expiry buckets of 8), resident from the start: out of memory");
   policy.rules[0].per_key.flow_capacity = 1u << 16;  // 8 MiB: fits
   EXPECT_TRUE(Engine::create(policy, *policer::TickRate::make(kHz), options).ok());
 }
