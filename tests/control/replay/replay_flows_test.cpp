@@ -117,6 +117,12 @@ std::optional<std::uint64_t> json_number(const std::string& json, const std::str
   return std::stoull(json.substr(at));
 }
 
+// tricolor-replay over DIR/in.pcap with DIR/policy: DIR/out.csv and DIR/out.json, every key.
+CommandResult replay_in(const std::filesystem::path& dir) {
+  return run(replay_binary() + " --policy " + (dir / "policy").string() + " --in " + (dir / "in.pcap").string() +
+             " --csv " + (dir / "out.csv").string() + " --json " + (dir / "out.json").string() + " --all-keys");
+}
+
 TEST(ReplayFlows, OpensClosesTimeoutsFloodsAndChangesEqualTheModel) {
   ScratchDir dir("tricolor-replay-flows");
   // Traffic, phase by phase; `changes` are (packet index, the rule's new max-flows, per src/24).
@@ -262,9 +268,7 @@ TEST(ReplayFlows, AFlowIdlePastItsTimeoutMakesRoomAtOnce) {
   std::ofstream(dir.path / "policy")
       << "profile add big 1r2c cir 10gbit cbs 10m\n"
          "rule add flows dst 10.1.0.0/16 per src timeout 1h max-flows 2 flow-timeout 1s flow-capacity 1m profile big\n";
-  const CommandResult result = run(replay_binary() + " --policy " + (dir.path / "policy").string() + " --in " +
-                                   (dir.path / "in.pcap").string() + " --csv " + (dir.path / "out.csv").string() +
-                                   " --json " + (dir.path / "out.json").string() + " --all-keys");
+  const CommandResult result = replay_in(dir.path);
   ASSERT_EQ(result.status, 0) << result.output;
   const auto rows = read_csv(dir.path / "out.csv");
   ASSERT_EQ(rows.size(), packets.size() + 1);
@@ -302,9 +306,7 @@ TEST(ReplayFlows, FlowExcessGivesRefusedPacketsItsColorAndAction) {
     std::ofstream(dir.path / "policy") << "profile add big 1r2c cir 10gbit cbs 10m\n"
                                           "rule add flows dst 10.1.0.0/16 per src max-flows 2 flow-excess " + excess +
                                               " profile big yellow remark 10\n";
-    const CommandResult result = run(replay_binary() + " --policy " + (dir.path / "policy").string() + " --in " +
-                                     (dir.path / "in.pcap").string() + " --csv " + (dir.path / "out.csv").string() +
-                                     " --json " + (dir.path / "out.json").string() + " --all-keys");
+    const CommandResult result = replay_in(dir.path);
     ASSERT_EQ(result.status, 0) << result.output;
     const auto rows = read_csv(dir.path / "out.csv");
     ASSERT_EQ(rows.size(), packets.size() + 1);
