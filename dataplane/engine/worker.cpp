@@ -169,10 +169,10 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
   if (renewed != 0) counters.keys_renewed.add(renewed);
   // A key behind a change catches up, out of line: the ticks of the rule's history are worked out at
   // the burst's first such key and serve the others.
-  std::optional<HistoryTicks> ticks;
+  ticks_.reset();
   const auto catch_up = [&](policer::State& state, std::uint64_t now) __attribute__((noinline)) {
-    if (!ticks) ticks.emplace(*rule.history, seen_);
-    if (!catch_up_key(state, *rule.history, *ticks, profile))
+    if (!ticks_) ticks_.emplace(*rule.history, seen_);
+    if (!catch_up_key(state, *rule.history, *ticks_, profile))
       state = policer::full_state(profile, std::max(state.last, now));  // missed a forgotten change
   };
   const std::uint64_t max_delay = rule.shape_max_delay;

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "dataplane/engine/flow_cache.hpp"
@@ -150,6 +151,9 @@ class Worker {
   std::size_t touched_count_ = 0;
   WorkerDefaultCounters defaults_;
   std::unique_ptr<FlowCache> flow_cache_;
+  // meter_keyed()'s ticks of its rule's history, worked out at a burst's first key behind a change.
+  // A member, not a local: a local optional of 152 bytes was zeroed every burst (rep stos, issue 23).
+  std::optional<HistoryTicks> ticks_;
 };
 
 // The frame's length at layer 2: a NIC-stripped VLAN tag counted.
