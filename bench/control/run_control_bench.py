@@ -743,7 +743,7 @@ def main():
     os.sched_setaffinity(0, {0})  # the client beside the control side, not on worker 0's core
     flows = args.key_flows if "keys" in args.measurements_list else 4096
     packets = max(flows, make_capture.DEFAULT_MIN_PACKETS)
-    need_mb = memory_mb_for(packets * max(args.workers_list), flows)
+    need_mb = memory_mb_for(packets * max(args.workers_list), flows, workers=max(args.workers_list))
     started = time.monotonic()
     results, loads = [], [os.getloadavg()[0]]
     with Memory(args.memory, need_mb) as memory:

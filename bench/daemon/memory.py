@@ -12,6 +12,10 @@ HUGE_DIR = "/dev/hugepages"
 # Pool sizing: the preloaded capture, plus what is in flight (bursts, per-lcore mempool caches of up
 # to 512, descriptors) with room to spare; rx_nombuf is checked after every run.
 MBUFS_IN_FLIGHT = 16384
+# tricolord's default --shape-capacity: each worker may hold that many packets for shaping rules, and
+# the daemon refuses a --mbufs without room for them (with 4 workers and more the in-flight spare no
+# longer covered it, and tricolord would not start).
+SHAPE_CAPACITY_PER_WORKER = 4096
 MBUF_BYTES = 2432            # 2176-byte buffer (2048 data + 128 headroom) + rte_mbuf + mempool header
 MBUF_BYTES_NO_HUGE = 4096    # without huge pages a mempool object may not cross a 4 KiB page: one a page
 EAL_BASE_MB = 512            # the EAL, rings (infinite_rx's ring holds 2 x packets pointers), tables
@@ -19,13 +23,13 @@ KEY_ENTRY_BYTES = 256        # tricolord per-5-tuple: 128-byte entries, index an
 KEY_INDEX_MB = 64            # the default capacity 1m: 16.1 MiB of key index (tricolor-replay says so), with room
 
 
-def mbufs_for(packets):
-    return packets + MBUFS_IN_FLIGHT
+def mbufs_for(packets, workers=1):
+    return packets + MBUFS_IN_FLIGHT + workers * SHAPE_CAPACITY_PER_WORKER
 
 
-def memory_mb_for(packets, flows, huge=True):
+def memory_mb_for(packets, flows, huge=True, workers=1):
     """One figure for every program of a case: the pool, the EAL, tricolord's per-5-tuple keys."""
-    pool = mbufs_for(packets) * (MBUF_BYTES if huge else MBUF_BYTES_NO_HUGE)
+    pool = mbufs_for(packets, workers) * (MBUF_BYTES if huge else MBUF_BYTES_NO_HUGE)
     keys = flows * KEY_ENTRY_BYTES + KEY_INDEX_MB * MIB
     return math.ceil((pool + keys) / MIB) + EAL_BASE_MB
 
@@ -88,10 +92,10 @@ class Memory:
                 info[key] = int(value.split()[0])
         return info["HugePages_Total"], info["HugePages_Free"]
 
-    def eal_args(self, packets, flows):
+    def eal_args(self, packets, flows, workers=1):
         if self.huge:
             return ["--huge-dir", HUGE_DIR]
-        return ["--no-huge", "-m", str(memory_mb_for(packets, flows, huge=False))]
+        return ["--no-huge", "-m", str(memory_mb_for(packets, flows, huge=False, workers=workers))]
 
     def describe(self):
         if self.huge:

@@ -112,8 +112,8 @@ class Bench:
         rx = ",".join([f"rx_pcap={part}" for part in capture] if steered else [f"rx_pcap={capture[0]}"] * workers)
         eal = [*lcores, "--main-lcore", "0", "--no-pci", "--file-prefix", prefix,
                "--vdev", f"net_pcap0,{rx},infinite_rx=1", "--vdev", "net_null0,no-rx=1"]
-        eal += self.memory.eal_args(packets * workers, flows)
-        mbufs = mbufs_for(packets * workers)
+        eal += self.memory.eal_args(packets * workers, flows, workers)
+        mbufs = mbufs_for(packets * workers, workers)
         own_limit = own_limit or int(STARTUP_LIMIT_S + args.warmup + args.measure + 10)   # the program's own end
         if program == "testpmd":
             return [args.testpmd, *eal, "--", "--forward-mode=io", "--auto-start", "--stats-period", "1",
@@ -457,7 +457,8 @@ def main():
         sys.exit("run_bench: DPDK's EAL needs root here (memory, /var/run/dpdk)")
     os.makedirs(args.workdir, exist_ok=True)
     largest = max(args.flows_list)
-    need_mb = memory_mb_for(max(largest, make_capture.DEFAULT_MIN_PACKETS) * max(args.workers_list), largest)
+    need_mb = memory_mb_for(max(largest, make_capture.DEFAULT_MIN_PACKETS) * max(args.workers_list), largest,
+                            workers=max(args.workers_list))
     started = time.monotonic()
     runs = []
     with Memory(args.memory, need_mb) as memory:
