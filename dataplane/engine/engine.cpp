@@ -520,6 +520,7 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
       c.input_default = rule.input_default;
     }
     c.per_key = rule.per_key;
+    c.key_shape = KeyShape(rule.per_key);
     c.placement = placement;
     c.profile = rp.profile.get();
     c.history = rp.history.get();

@@ -39,37 +39,63 @@ inline void copy_masked(std::uint8_t* out, const std::uint8_t* address, unsigned
     out[i] = static_cast<std::uint8_t>(address[i] & static_cast<std::uint8_t>(0xff00u >> bits));
   }
 }
-inline bool has_src(KeyKind k) { return k == KeyKind::src || k == KeyKind::src_dport || k == KeyKind::five_tuple; }
-inline bool has_dst(KeyKind k) { return k == KeyKind::dst || k == KeyKind::five_tuple; }
+constexpr bool has_src(KeyKind k) { return k == KeyKind::src || k == KeyKind::src_dport || k == KeyKind::five_tuple; }
+constexpr bool has_dst(KeyKind k) { return k == KeyKind::dst || k == KeyKind::five_tuple; }
 }  // namespace detail
+
+// A rule's key definition worked out once, when its set is built (the slow path's translation): the
+// key's first word and an IPv4 key's address word as masks over every field, so that an IPv4 packet's
+// key is two loads, two ORs and two ANDs. Built per packet from PerKey's kind and prefix it took 51
+// instructions, 8% of a per-key packet's (callgrind, tricolor-bench-engine BM_engine_per_key/4096,
+// issue 23).
+struct KeyShape {
+  KeyShape() = default;
+  constexpr explicit KeyShape(const PerKey& per) noexcept : kind(per.kind), ipv6_prefix(per.ipv6_prefix) {
+    const bool ports = per.kind == KeyKind::src_dport || per.kind == KeyKind::five_tuple;
+    const bool five = per.kind == KeyKind::five_tuple;
+    // family 0, protocol 1, src port 2..3, dst port 4..5 (key_layout).
+    head_mask = 0xff | (five ? 0xffffffull << 8 : 0) | (ports ? 0xffffull << 32 : 0);
+    // The prefix's mask in network byte order (a shift by 32 is undefined: /0 is no bits).
+    const std::uint32_t mask =
+        per.ipv4_prefix == 0 ? 0 : __builtin_bswap32(~std::uint32_t{0} << (32 - std::min<unsigned>(per.ipv4_prefix, 32)));
+    ipv4_addresses_mask = (detail::has_src(per.kind) ? std::uint64_t{mask} : 0) |
+                          (detail::has_dst(per.kind) ? std::uint64_t{mask} << 32 : 0);
+  }
+  std::uint64_t head_mask = 0;            // of the key's first word
+  std::uint64_t ipv4_addresses_mask = 0;  // of an IPv4 key's second word: source low, destination high
+  KeyKind kind = KeyKind::none;           // for IPv6 keys
+  std::uint8_t ipv6_prefix = 128;
+};
 
 // The key of a parsed IP packet for a per-key rule. An IPv4 key is built as its two words, each
 // stored whole: a key built by narrower stores and read back as words by the hash stalls on store
 // forwarding (secret_hash.hpp). Always inlined: with two callers on the packet path (the per-key loop
 // and max-flows' flow key) GCC made it a call, 4% of tricolord's worker samples (issue 23).
-[[gnu::always_inline]] inline void make_key(const PerKey& per, const Parsed& p, MeterKey& key) noexcept {
+[[gnu::always_inline]] inline void make_key(const KeyShape& shape, const Parsed& p, MeterKey& key) noexcept {
   using namespace key_layout;
-  static_assert(std::endian::native == std::endian::little, "the IPv4 words below are little-endian");
+  static_assert(std::endian::native == std::endian::little, "the words below are little-endian");
   const bool ipv6 = p.l3 == L3::ipv6;
-  const bool ports = per.kind == KeyKind::src_dport || per.kind == KeyKind::five_tuple;
-  const bool five = per.kind == KeyKind::five_tuple;
-  const std::uint64_t head = std::uint64_t{ipv6 ? 6u : 4u} | std::uint64_t{five ? p.protocol : 0u} << 8 |
-                             std::uint64_t{five ? __builtin_bswap16(p.src_port) : 0u} << 16 |
-                             std::uint64_t{ports ? __builtin_bswap16(p.dst_port) : 0u} << 32;
+  const std::uint64_t head = (std::uint64_t{ipv6 ? 6u : 4u} | std::uint64_t{p.protocol} << 8 |
+                              std::uint64_t{__builtin_bswap16(p.src_port)} << 16 |
+                              std::uint64_t{__builtin_bswap16(p.dst_port)} << 32) &
+                             shape.head_mask;
   if (!ipv6) {
-    // The prefix's mask in network byte order (a shift by 32 is undefined: /0 is no bits).
-    const std::uint32_t mask = per.ipv4_prefix == 0 ? 0 : __builtin_bswap32(~std::uint32_t{0} << (32 - std::min<unsigned>(per.ipv4_prefix, 32)));
-    std::uint32_t s = 0, d = 0;
-    if (detail::has_src(per.kind)) std::memcpy(&s, p.src.data(), 4);
-    if (detail::has_dst(per.kind)) std::memcpy(&d, p.dst.data(), 4);
-    const std::uint64_t words[kKeySize / 8] = {head, std::uint64_t{s & mask} | std::uint64_t{d & mask} << 32, 0, 0, 0};
+    std::uint32_t s, d;
+    std::memcpy(&s, p.src.data(), 4);
+    std::memcpy(&d, p.dst.data(), 4);
+    const std::uint64_t words[kKeySize / 8] = {head, (std::uint64_t{s} | std::uint64_t{d} << 32) & shape.ipv4_addresses_mask,
+                                               0, 0, 0};
     std::memcpy(key.data(), words, sizeof words);
     return;
   }
   key.fill(0);
   std::memcpy(key.data(), &head, sizeof head);
-  if (detail::has_src(per.kind)) detail::copy_masked(key.data() + src, p.src.data(), 16, per.ipv6_prefix);
-  if (detail::has_dst(per.kind)) detail::copy_masked(key.data() + dst(true), p.dst.data(), 16, per.ipv6_prefix);
+  if (detail::has_src(shape.kind)) detail::copy_masked(key.data() + src, p.src.data(), 16, shape.ipv6_prefix);
+  if (detail::has_dst(shape.kind)) detail::copy_masked(key.data() + dst(true), p.dst.data(), 16, shape.ipv6_prefix);
+}
+// The same from the rule's definition (the slow path, tests, tricolor-replay's key list).
+[[gnu::always_inline]] inline void make_key(const PerKey& per, const Parsed& p, MeterKey& key) noexcept {
+  make_key(KeyShape(per), p, key);
 }
 
 // A flow of a max-flows rule (flow_table.hpp): its 5-tuple, whole addresses, in the key layout.

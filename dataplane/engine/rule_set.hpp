@@ -237,6 +237,7 @@ struct CompiledRule {
   std::array<Color, 64> dscp_map{};
   Color input_default = Color::green;
   PerKey per_key;
+  KeyShape key_shape;  // per_key's key, worked out for the packet path
   // Per-key rules: which worker meters a key (placement.hpp); shared for the others.
   Placement placement = Placement::shared;
   // The profile the rule's meters (aggregate or per key) run on, the set generation it came with, and

@@ -292,7 +292,8 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
 bool Worker::track_flow(const CompiledRule& rule, FlowTable& flows, KeyedMeters& keys, KeyedMeters::Entry& key,
                         const Parsed& parsed, std::uint64_t now, FlowTally& tally) noexcept {
   MeterKey five;
-  make_key(kFlowKey, parsed, five);
+  static constexpr KeyShape kFlowShape(kFlowKey);
+  make_key(kFlowShape, parsed, five);
   const std::uint64_t hash = flows.hash(five);
   KeyCounters& count = key.counters;
   FlowTable::Flow* flow = flows.find(five, hash);
@@ -408,7 +409,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     else {
       const CompiledRule& cr = set.rules[rule[i]];
       if (cr.per_key.kind != KeyKind::none) {
-        make_key(cr.per_key, parsed[i], keys[i]);
+        make_key(cr.key_shape, parsed[i], keys[i]);
         if (cr.placement == Placement::by_key_hash && !placed) {
           const unsigned owner = set.owners->owner(keys[i]);
           if (owner != id_) {
