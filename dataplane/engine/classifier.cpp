@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cassert>
 #include <cstring>
+#include <type_traits>
 #include <new>
 #include <optional>
 #include <string>
@@ -495,13 +496,13 @@ Classifier::~Classifier() {
 // Each packet against the entries of its family, in rule order; the first that matches is its rule.
 void Classifier::scan(std::span<const PacketView> views, std::span<const Parsed> parsed,
                       std::span<std::uint32_t> rules) const noexcept {
-  for (std::size_t i = 0; i < views.size(); ++i) {
-    rules[i] = kNoRule;
-    const Parsed& p = parsed[i];
-    if (p.error != ParseError::none || p.l3 == L3::none) continue;
-    const bool ipv6 = p.l3 == L3::ipv6;
-    const unsigned words = ipv6 ? 4 : 1;
-    std::uint32_t src[4], dst[4];
+  // The first entry a packet matches, with its family's address words as a constant: the IPv4 loop
+  // compares one word of each address, unrolled (a count known only at run time cost 20 instructions a
+  // packet, callgrind, issue 23).
+  const auto first_match = [](auto words_constant, std::span<const ScanEntry> entries, const Parsed& p,
+                              std::uint32_t port) __attribute__((always_inline)) {
+    constexpr unsigned words = decltype(words_constant)::value;
+    std::uint32_t src[words], dst[words];
     for (unsigned w = 0; w < words; ++w) {
       std::memcpy(&src[w], p.src.data() + 4 * w, 4);
       std::memcpy(&dst[w], p.dst.data() + 4 * w, 4);
@@ -509,18 +510,24 @@ void Classifier::scan(std::span<const PacketView> views, std::span<const Parsed>
       dst[w] = ntohl(dst[w]);
     }
     const std::uint32_t vlan_dscp = (p.has_vlan ? kTaggedBit : 0) | (std::uint32_t{p.vlan_id} << kVlanShift) | p.dscp;
-    const std::uint32_t port = views[i].port;
-    for (const ScanEntry& e : ipv6 ? scan6_ : scan4_) {
+    for (const ScanEntry& e : entries) {
       bool hit = (p.protocol & e.protocol_mask) == e.protocol && (vlan_dscp & e.vlan_dscp_mask) == e.vlan_dscp &&
                  e.ingress_first <= port && port <= e.ingress_last && e.src_first <= p.src_port &&
                  p.src_port <= e.src_last && e.dst_first <= p.dst_port && p.dst_port <= e.dst_last;
       for (unsigned w = 0; hit && w < words; ++w)
         hit = (src[w] & e.src_mask[w]) == e.src[w] && (dst[w] & e.dst_mask[w]) == e.dst[w];
-      if (hit) {
-        rules[i] = e.rule;
-        break;
-      }
+      if (hit) return e.rule;
     }
+    return kNoRule;
+  };
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const Parsed& p = parsed[i];
+    if (p.error != ParseError::none || p.l3 == L3::none) {
+      rules[i] = kNoRule;
+      continue;
+    }
+    rules[i] = p.l3 == L3::ipv6 ? first_match(std::integral_constant<unsigned, 4>{}, scan6_, p, views[i].port)
+                                : first_match(std::integral_constant<unsigned, 1>{}, scan4_, p, views[i].port);
   }
 }
 

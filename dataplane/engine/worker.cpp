@@ -399,6 +399,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   std::uint8_t order[kMaxBurst];
   MeterKey keys[kMaxBurst];  // of the packets of per-key rules
   std::size_t metered = 0;
+  bool one_rule = true;  // every metered packet's rule is the first's
   static constexpr Verdict kFresh{};  // copied from memory: a temporary built field by field on the
                                       // stack and read back whole stalled every packet on store forwarding
   for (std::size_t i = 0; i < n; ++i) {
@@ -420,12 +421,11 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
           }
         }
       }
+      one_rule &= metered == 0 || rule[i] == rule[order[0]];
       order[metered++] = static_cast<std::uint8_t>(i);
     }
   }
   // A burst of one rule (the usual case: one rule, or one flow's packets) is in order already.
-  bool one_rule = true;
-  for (std::size_t k = 1; k < metered && one_rule; ++k) one_rule = rule[order[k]] == rule[order[0]];
   if (!one_rule)
     std::sort(order, order + metered, [&](std::uint8_t a, std::uint8_t b) {
       return rule[a] != rule[b] ? rule[a] < rule[b] : a < b;
@@ -433,7 +433,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
 
   for (std::size_t start = 0; start < metered;) {
     const std::uint32_t r = rule[order[start]];
-    std::size_t end = start;
+    std::size_t end = one_rule ? metered : start;
     while (end < metered && rule[order[end]] == r) ++end;
     const std::size_t count = end - start;
     const std::span<const std::uint8_t> group(order + start, count);
