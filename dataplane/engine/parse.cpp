@@ -1,10 +1,11 @@
 // One forward pass over the frame: Ethernet and its tags, then IPv4 or IPv6 (extension headers
 // skipped), then the L4 ports. Every read is preceded by a bounds check against the readable end (never
-// beyond view.captured), fields are loaded a byte at a time (no alignment assumed), and nothing
+// beyond view.captured), fields are loaded without assuming alignment (memcpy), and nothing
 // allocates, throws or dispatches virtually: this runs for every packet in the daemon.
 #include "dataplane/engine/parse.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 namespace tricolor::dataplane {
@@ -77,8 +78,13 @@ constexpr std::uint16_t kIpv6MoreFragments = 0x0001;
 constexpr std::uint32_t kL4PortsLength = 4;
 constexpr std::uint32_t kDestinationPortOffset = 2;
 
+// One unaligned 16-bit load and a byte swap (two instructions; two byte loads, a shift and an OR were
+// five, issue 23).
 inline std::uint16_t load_be16(const std::uint8_t* p) noexcept {
-  return static_cast<std::uint16_t>((p[0] << 8) | p[1]);
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap16(v);
+  return v;
 }
 
 inline bool is_vlan_tpid(std::uint16_t ether_type) noexcept {
@@ -204,7 +210,7 @@ ParseError parse_frame(const PacketView& view, Parsed& out) noexcept {
 
   std::uint32_t type_offset = kEtherTypeOffset;
   std::uint16_t ether_type = load_be16(frame + type_offset);
-  while (is_vlan_tpid(ether_type)) {
+  while (ether_type != kEtherTypeIpv4 && is_vlan_tpid(ether_type)) {  // untagged IPv4, the usual: one test
     if (out.frame_vlans == kMaxFrameVlans) return ParseError::too_many_vlans;
     const std::uint32_t tci_offset = type_offset + kTpidLength;
     const std::uint32_t inner_type_offset = type_offset + kVlanTagLength;

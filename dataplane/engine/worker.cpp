@@ -201,7 +201,6 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
             e->counters.bytes[excess] += l2_bytes(burst[packets[k]]);
             KeyedMeters::end_write(*e);
             out[k] = rule.per_key.flow_excess;
-            verdicts[packets[k]].keyed = true;
             verdicts[packets[k]].flow_refused = true;
             continue;
           }
@@ -214,7 +213,6 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
         e->counters.bytes[c] += l2_bytes(burst[packets[k]]);
         KeyedMeters::end_write(*e);
         out[k] = color;
-        verdicts[packets[k]].keyed = true;
       }
     };
     if constexpr (policer::kShapes<Algo>) {
@@ -511,6 +509,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     // The rule's counters summed here and added once per burst: an atomic word each (readers on other
     // threads), which the compiler may not merge across packets.
     WorkerRuleCounters& counters = *mine.counters;
+    const bool keyed = cr.per_key.kind != KeyKind::none;
     std::uint64_t packets[3] = {}, bytes_by_color[3] = {}, dropped = 0, dropped_bytes = 0, held = 0, overflow = 0;
     std::uint64_t first_metered = UINT64_MAX, last_metered = 0;
     for (std::size_t k = 0; k < count; ++k) {
@@ -519,6 +518,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       v.rule = r;
       v.in = in[k];
       v.metered_length = lengths[k];
+      v.keyed = keyed && !v.table_full;  // a key's meter (or its flow limit) decided it
       if (unmetered(v, cr.per_key.fallback)) {
         // Unmetered: the policy's default action, or a drop.
         if (cr.per_key.fallback == KeyFallback::drop) v.drop = true;
