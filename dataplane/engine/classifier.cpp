@@ -10,10 +10,10 @@
 #include <atomic>
 #include <cassert>
 #include <cstring>
-#include <type_traits>
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dataplane/engine/exact_match.hpp"
