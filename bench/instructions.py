@@ -27,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "daemon"))
 import make_capture  # noqa: E402
+from memory import mbufs_for  # noqa: E402
 
 ENGINE_CASES = r"BM_engine_per_key/(1|4096|65536)$|BM_engine_aggregate/4096$"
 WORKER_PROCESS = "tricolor::dataplane::Worker::process("
@@ -66,7 +67,7 @@ def daemon_case(tricolord, policy, capture, seconds, work):
     command = [tricolord, "-l", "0,1", "--main-lcore", "0", "--no-pci", "--file-prefix", f"instructions-{os.getpid()}",
                "--vdev", f"net_pcap0,rx_pcap={capture},infinite_rx=1", "--vdev", "net_null0,no-rx=1",
                "--no-huge", "-m", "1024", "--", "--policy", policy, "--json", "--stats-interval", "1",
-               "--duration", str(seconds), "--mbufs", str(make_capture.DEFAULT_MIN_PACKETS + 20480)]
+               "--duration", str(seconds), "--mbufs", str(mbufs_for(make_capture.DEFAULT_MIN_PACKETS))]
     run = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                           "--toggle-collect=tricolor::dataplane::Worker::process*", *command],
                          capture_output=True, text=True, check=False)

@@ -34,6 +34,9 @@ namespace tricolor::dataplane {
 
 class FlowTable {
   static constexpr std::uint32_t kFlowsPerBucket = 64, kMinBuckets = 256, kMaxBuckets = 1u << 16;
+  struct Link {  // a bucket's sentinel, or a flow's place in its bucket's list
+    std::uint32_t prev, next;
+  };
 
  public:
   struct alignas(64) Flow {
@@ -55,7 +58,7 @@ class FlowTable {
   }
   // The slots, then the buckets' sentinels and the scratch one (8 B each).
   static constexpr std::size_t bytes_for(std::uint32_t capacity) noexcept {
-    return slots_for(capacity) * sizeof(Flow) + (std::size_t{buckets_for(capacity)} + 1) * 2 * sizeof(std::uint32_t);
+    return slots_for(capacity) * sizeof(Flow) + (std::size_t{buckets_for(capacity)} + 1) * sizeof(Link);
   }
 
   // How much of what is due expire_due() closes.
@@ -188,10 +191,6 @@ class FlowTable {
  private:
   static constexpr std::uint32_t kLive = 1u << 31;
   static_assert(kMaxFlowCapacity <= (1u << 30), "a home slot in the tag's low 31 bits");
-  struct Link {
-    std::uint32_t prev, next;
-  };
-
   FlowTable(std::uint32_t capacity, std::uint64_t idle_ticks, MemorySource& source) noexcept
       : source_(&source), capacity_(capacity), idle_(idle_ticks), mask_(slots_for(capacity) - 1),
         buckets_(buckets_for(capacity)),
