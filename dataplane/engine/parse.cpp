@@ -78,14 +78,8 @@ constexpr std::uint16_t kIpv6MoreFragments = 0x0001;
 constexpr std::uint32_t kL4PortsLength = 4;
 constexpr std::uint32_t kDestinationPortOffset = 2;
 
-// One unaligned 16-bit load and a byte swap (two instructions; two byte loads, a shift and an OR were
-// five, issue 23).
-inline std::uint16_t load_be16(const std::uint8_t* p) noexcept {
-  std::uint16_t v;
-  std::memcpy(&v, p, sizeof v);
-  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap16(v);
-  return v;
-}
+using parse_detail::has_ports;
+using parse_detail::load_be16;
 
 inline bool is_vlan_tpid(std::uint16_t ether_type) noexcept {
   return ether_type == kTpid8021q || ether_type == kTpid8021ad || ether_type == kTpidLegacyQinQ;
@@ -94,10 +88,6 @@ inline bool is_vlan_tpid(std::uint16_t ether_type) noexcept {
 inline bool is_ipv6_extension(std::uint8_t next_header) noexcept {
   return next_header == kHopByHop || next_header == kRouting || next_header == kFragment ||
          next_header == kAuthentication || next_header == kDestinationOptions;
-}
-
-inline bool has_ports(std::uint8_t protocol) noexcept {
-  return protocol == ip_protocol::tcp || protocol == ip_protocol::udp || protocol == ip_protocol::sctp;
 }
 
 inline void set_traffic_class(Parsed& out, std::uint8_t traffic_class) noexcept {
@@ -246,7 +236,7 @@ ParseError parse_frame(const PacketView& view, Parsed& out) noexcept {
 
 }  // namespace
 
-Parsed parse(const PacketView& view) noexcept {
+Parsed parse_any(const PacketView& view) noexcept {
   Parsed parsed;
   parsed.error = parse_frame(view, parsed);
   return parsed;

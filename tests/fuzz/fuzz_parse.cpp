@@ -14,7 +14,9 @@
 // lets remark_dscp() change only the DSCP bits (and the IPv4 checksum, keeping the header's ones'
 // complement sum, so a right checksum stays right and a wrong one as wrong), after which the frame
 // parses the same but for the new DSCP; set_pcp() changes only the outermost tag's PCP bits; a failed
-// parse lets neither change anything.
+// parse lets neither change anything. The inline path for the usual frame, parse_plain_ipv4(), either
+// declines and leaves its result untouched or gives every field exactly as parse_any() does, and parse()
+// is parse_any() — on the whole frame and on each prefix.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -74,6 +76,23 @@ bool same(const Parsed& a, const Parsed& b) {
          a.dst == b.dst;
 }
 
+// Every field, the PCP and the TCP flags too.
+bool identical(const Parsed& a, const Parsed& b) {
+  return same(a, b) && a.pcp == b.pcp && a.tcp_flags == b.tcp_flags;
+}
+
+void check_plain_path(const PacketView& view) {
+  const Parsed general = tricolor::dataplane::parse_any(view);
+  Parsed fast;
+  if (tricolor::dataplane::parse_plain_ipv4(view, fast)) {
+    require(general.error == ParseError::none && identical(fast, general),
+            "the usual frame's inline parse gives what parse_any gives");
+  } else {
+    require(identical(fast, Parsed{}), "a declined inline parse leaves its result untouched");
+  }
+  require(identical(parse(view), general), "parse() is parse_any()");
+}
+
 bool has_ports(std::uint8_t protocol) {
   return protocol == ip_protocol::tcp || protocol == ip_protocol::udp || protocol == ip_protocol::sctp;
 }
@@ -124,6 +143,7 @@ void check_prefixes(const std::vector<std::uint8_t>& frame, const PacketView& wh
     view.data = start;
     view.captured = static_cast<std::uint32_t>(length);
     const Parsed p = parse(view);
+    check_plain_path(view);
     if (p.error == ParseError::none) {
       require(same(p, whole), "a prefix that parses parses like the whole frame");
     } else if (whole.error == ParseError::none) {
@@ -228,6 +248,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* input, std::size_t siz
 
   const Parsed parsed = parse(view);
   require(same(parse(view), parsed), "parse is deterministic");
+  check_plain_path(view);
   check_consistent(view, parsed);
   check_prefixes(frame, view, parsed);
   check_remark(view, parsed, dscp);

@@ -606,5 +606,77 @@ TEST(ParseIpv6, TcpUdpSctpPortsCutShort) {
   }
 }
 
+// --- The inline path for the usual frame ----------------------------------------------------------
+
+// Every field, pcp and tcp_flags included.
+bool identical(const Parsed& a, const Parsed& b) {
+  return describe(a) == describe(b) && a.pcp == b.pcp && a.tcp_flags == b.tcp_flags && a.src == b.src &&
+         a.dst == b.dst;
+}
+
+// parse_plain_ipv4 either declines, leaving its Parsed fresh, or gives exactly what parse_any gives: over
+// IPv4 frames of every protocol class, TOS, fragment field and header length, each cut at every length,
+// with the wire longer, equal, shorter and tiny, a stripped tag or none, a tag in the frame, a bad
+// version, a datagram too short for its ports. The usual frame, whole and good, must be taken inline (or the path would be dead code).
+TEST(ParsePlainIpv4, DeclinesOrParsesExactlyAsTheGeneralParser) {
+  constexpr std::uint16_t kMoreFragments = 0x2000, kReservedFlag = 0x8000;
+  std::size_t accepted = 0, declined = 0;
+  for (const std::uint8_t protocol : {next_header::tcp, next_header::udp, next_header::sctp, next_header::icmp,
+                                      std::uint8_t{255}})
+    for (const std::uint8_t tos : {std::uint8_t{0}, std::uint8_t{0xb9}})
+      for (const std::uint16_t fragment : {kIpv4DontFragment, std::uint16_t{0}, kMoreFragments, std::uint16_t{1},
+                                           kReservedFlag})
+        for (const std::size_t options : {0u, 1u})
+          for (const bool tagged : {false, true})
+            for (const bool short_datagram : {false, true}) {  // 3 bytes of L4, then Ethernet padding
+            FrameBuilder builder;
+            if (tagged) builder.vlan(0x8100, 0x2005);
+            builder.ipv4({.tos = tos, .option_words = options, .flags_fragment = fragment});
+            if (short_datagram) builder.ip_payload(protocol, 3);
+            else if (protocol == next_header::tcp) builder.tcp(40000, 443);
+            else if (protocol == next_header::udp) builder.udp(53, 1234);
+            else if (protocol == next_header::sctp) builder.sctp(2905, 2906);
+            else builder.ip_payload(protocol, 8);
+            Bytes bytes = builder.build().bytes;
+            if (protocol == next_header::tcp && !short_datagram) bytes[bytes.size() - 7] = 0x12;  // SYN ACK
+            if (short_datagram) bytes = padded(bytes, kEthernetMinimumFrame);
+            for (const bool bad_version : {false, true}) {
+              Bytes frame = bad_version ? with_byte(bytes, tagged ? 18 : 14, 0x65) : bytes;
+              for (std::size_t captured = 0; captured <= frame.size(); ++captured)
+                for (const std::size_t wire : {frame.size(), frame.size() - 1, frame.size() + 10, captured,
+                                               std::size_t{13}, std::size_t{0}})
+                  for (const bool stripped : {false, true}) {
+                    SCOPED_TRACE("protocol " + std::to_string(protocol) + " short " + std::to_string(short_datagram) +
+                                 " fragment " + std::to_string(fragment) +
+                                 " options " + std::to_string(options) + " tagged " + std::to_string(tagged) +
+                                 " bad version " + std::to_string(bad_version) + " captured " +
+                                 std::to_string(captured) + " wire " + std::to_string(wire) + " stripped " +
+                                 std::to_string(stripped));
+                    Capture capture(frame, captured, wire);
+                    if (stripped) capture.stripped(0x6007);
+                    const Parsed general = dataplane::parse_any(capture.view);
+                    Parsed fast;
+                    if (dataplane::parse_plain_ipv4(capture.view, fast)) {
+                      ++accepted;
+                      ASSERT_EQ(general.error, ParseError::none);
+                      ASSERT_TRUE(identical(fast, general)) << describe(fast) << " / " << describe(general);
+                      const bool usual = !tagged && !stripped && options == 0 && !bad_version;
+                      ASSERT_TRUE(usual);
+                    } else {
+                      ++declined;
+                      ASSERT_TRUE(identical(fast, Parsed{}));
+                      const bool whole_usual = !tagged && !stripped && options == 0 && !bad_version &&
+                                               captured == frame.size() && wire == frame.size() &&
+                                               general.error == ParseError::none;
+                      ASSERT_FALSE(whole_usual) << "the usual frame went the general way";
+                    }
+                    ASSERT_TRUE(identical(capture.parse(), general));
+                  }
+            }
+          }
+  EXPECT_GT(accepted, 0u);
+  EXPECT_GT(declined, 0u);
+}
+
 }  // namespace
 }  // namespace tricolor::test
