@@ -357,14 +357,20 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   // Uninitialised: each is built in place below (zeroing 32 of them cost more than a small burst).
   alignas(Parsed) std::byte parsed_storage[sizeof(Parsed) * kMaxBurst];
   Parsed* const parsed = reinterpret_cast<Parsed*>(parsed_storage);
+  // Each packet's arrival, metered length and input color, by its place in the burst (the last two
+  // under its rule, for the packets metered here).
+  std::uint64_t times[kMaxBurst];
+  std::uint32_t lengths[kMaxBurst];
+  Color in[kMaxBurst];
   std::uint64_t earliest = UINT64_MAX, latest = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (i + kPrefetchAhead < n) __builtin_prefetch(burst[i + kPrefetchAhead].data);
     // Built in place (guaranteed elision): a returned temporary copied over stalled on store
     // forwarding, as the verdicts below did.
     ::new (static_cast<void*>(&parsed[i])) Parsed(parse(burst[i]));
-    earliest = std::min(earliest, burst[i].arrival);
-    latest = std::max(latest, burst[i].arrival);
+    times[i] = burst[i].arrival;
+    earliest = std::min(earliest, times[i]);
+    latest = std::max(latest, times[i]);
   }
   if (n == 0) return set;
   // The first burst under a new set: the changes it brought take effect now, in this worker's clock.
@@ -402,27 +408,35 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
                                       // stack and read back whole stalled every packet on store forwarding
   for (std::size_t i = 0; i < n; ++i) {
     verdicts[i] = kFresh;
-    if (parsed[i].error != ParseError::none) take_default(set, burst[i], parsed[i], DefaultReason::malformed, verdicts[i]);
-    else if (parsed[i].l3 == L3::none) take_default(set, burst[i], parsed[i], DefaultReason::non_ip, verdicts[i]);
-    else if (rule[i] == kNoRule) take_default(set, burst[i], parsed[i], DefaultReason::no_match, verdicts[i]);
-    else {
-      const CompiledRule& cr = set.rules[rule[i]];
-      if (cr.per_key.kind != KeyKind::none) {
-        make_key(cr.key_shape, parsed[i], keys[i]);
-        if (cr.placement == Placement::by_key_hash && !placed) {
-          const unsigned owner = set.owners->owner(keys[i]);
-          if (owner != id_) {
-            verdicts[i].handoff = true;
-            verdicts[i].owner = static_cast<std::uint16_t>(owner);
-            verdicts[i].rule = rule[i];
-            continue;
-          }
+    // The classifier (and the flow cache) gives kNoRule to every frame that is malformed or not IP, and
+    // a handed packet has a rule: one test for the three default reasons.
+    if (rule[i] == kNoRule) [[unlikely]] {
+      const DefaultReason reason = parsed[i].error != ParseError::none ? DefaultReason::malformed
+                                   : parsed[i].l3 == L3::none          ? DefaultReason::non_ip
+                                                                       : DefaultReason::no_match;
+      take_default(set, burst[i], parsed[i], reason, verdicts[i]);
+      continue;
+    }
+    const CompiledRule& cr = set.rules[rule[i]];
+    if (cr.per_key.kind != KeyKind::none) {
+      make_key(cr.key_shape, parsed[i], keys[i]);
+      if (cr.placement == Placement::by_key_hash && !placed) {
+        const unsigned owner = set.owners->owner(keys[i]);
+        if (owner != id_) {
+          verdicts[i].handoff = true;
+          verdicts[i].owner = static_cast<std::uint16_t>(owner);
+          verdicts[i].rule = rule[i];
+          continue;
         }
       }
-      one_rule &= metered == 0 || rule[i] == rule[order[0]];
-      order[metered++] = static_cast<std::uint8_t>(i);
     }
+    lengths[i] = metered_length(burst[i], parsed[i], cr.length);
+    in[i] = cr.input == InputColor::blind ? Color::green : input_color(cr, parsed[i]);
+    one_rule &= metered == 0 || rule[i] == rule[order[0]];
+    order[metered++] = static_cast<std::uint8_t>(i);
   }
+  // Every packet metered here, under one rule: the burst's own arrays serve the meters as they are.
+  const bool whole_burst = one_rule && metered == n;
   // A burst of one rule (the usual case: one rule, or one flow's packets) is in order already.
   if (!one_rule)
     std::sort(order, order + metered, [&](std::uint8_t a, std::uint8_t b) {
@@ -439,28 +453,40 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     const WorkerRule& mine = set.worker_rule(r, id_);
     const bool blind = cr.input == InputColor::blind;
 
-    std::uint64_t times[kMaxBurst];
-    std::uint32_t lengths[kMaxBurst];
-    Color in[kMaxBurst];
-    Color out[kMaxBurst];
-    for (std::size_t k = 0; k < count; ++k) {
-      const std::size_t i = group[k];
-      times[k] = burst[i].arrival;
-      lengths[k] = metered_length(burst[i], parsed[i], cr.length);
-      in[k] = blind ? Color::green : input_color(cr, parsed[i]);
+    // The group's arrivals, lengths and input colors in its order: the burst's own, or gathered.
+    const std::uint64_t* times_of = times;
+    const std::uint32_t* lengths_of = lengths;
+    const Color* in_of = in;
+    std::uint64_t group_times[kMaxBurst];
+    std::uint32_t group_lengths[kMaxBurst];
+    Color group_in[kMaxBurst];
+    if (!whole_burst) {
+      for (std::size_t k = 0; k < count; ++k) {
+        const std::size_t i = group[k];
+        group_times[k] = times[i];
+        group_lengths[k] = lengths[i];
+        group_in[k] = in[i];
+      }
+      times_of = group_times;
+      lengths_of = group_lengths;
+      in_of = group_in;
     }
+    const std::span<const std::uint64_t> times_k(times_of, count);
+    const std::span<const std::uint32_t> lengths_k(lengths_of, count);
+    const std::span<const Color> in_k(in_of, count);
+    Color out[kMaxBurst];
     // A shaping rule's packets: green with the ticks each waits, or late (red). Written only for them.
     std::uint32_t delays[kMaxBurst];
     const bool shaping = cr.shape_max_delay != 0;
     if (cr.per_key.kind == KeyKind::none) {
       if (shaping) [[unlikely]]
-        shape_shared(*mine.aggregate, cr, mine, {times, count}, {lengths, count}, {delays, count}, {out, count});
+        shape_shared(*mine.aggregate, cr, mine, times_k, lengths_k, {delays, count}, {out, count});
       else
-        check_shared(*mine.aggregate, *cr.profile, cr.profile_generation, cr.history, {times, count}, {lengths, count},
-                     blind ? std::span<const Color>() : std::span<const Color>(in, count), {out, count});
+        check_shared(*mine.aggregate, *cr.profile, cr.profile_generation, cr.history, times_k, lengths_k,
+                     blind ? std::span<const Color>() : in_k, {out, count});
     } else {
-      meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), {times, count}, {lengths, count},
-                  {in, count}, {out, count}, {delays, shaping ? count : 0}, verdicts, {parsed, n});
+      meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), times_k, lengths_k,
+                  in_k, {out, count}, {delays, shaping ? count : 0}, verdicts, {parsed, n});
     }
 
     // Hierarchy: the packets the child did not mark red go on to the parent, color-aware with the
@@ -473,8 +499,8 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       for (std::size_t k = 0; k < count; ++k) {
         const std::size_t i = group[k];
         if (out[k] == Color::red || unmetered(verdicts[i], cr.per_key.fallback) || verdicts[i].flow_refused) continue;
-        p_times[forwarded] = times[k];
-        p_lengths[forwarded] = lengths[k];
+        p_times[forwarded] = times_k[k];
+        p_lengths[forwarded] = lengths_k[k];
         p_in[forwarded] = out[k];
         p_slot[forwarded++] = k;
       }
@@ -495,8 +521,8 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       for (std::size_t k = 0; k < count; ++k) {
         if (out[k] != Color::green || unmetered(verdicts[group[k]], cr.per_key.fallback) || verdicts[group[k]].flow_refused)
           continue;
-        c_times[green] = times[k];
-        c_lengths[green] = lengths[k];
+        c_times[green] = times_k[k];
+        c_lengths[green] = lengths_k[k];
         c_out[green] = Color::green;
         c_slot[green++] = k;
       }
@@ -516,8 +542,8 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       const std::size_t i = group[k];
       Verdict& v = verdicts[i];
       v.rule = r;
-      v.in = in[k];
-      v.metered_length = lengths[k];
+      v.in = in_k[k];
+      v.metered_length = lengths_k[k];
       v.keyed = keyed && !v.table_full;  // a key's meter (or its flow limit) decided it
       if (unmetered(v, cr.per_key.fallback)) {
         // Unmetered: the policy's default action, or a drop.
@@ -531,13 +557,13 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
         continue;
       }
       v.out = out[k];
-      first_metered = std::min(first_metered, times[k]);
-      last_metered = std::max(last_metered, times[k]);
+      first_metered = std::min(first_metered, times_k[k]);
+      last_metered = std::max(last_metered, times_k[k]);
       const std::size_t color = static_cast<std::size_t>(out[k]);
       const std::uint32_t bytes = l2_bytes(burst[i]);
       ++packets[color];
       bytes_by_color[color] += bytes;
-      apply(burst[i], parsed[i], cr.action[static_cast<std::size_t>(in[k])][color], v);
+      apply(burst[i], parsed[i], cr.action[static_cast<std::size_t>(in_k[k])][color], v);
       if (v.drop) {
         ++dropped;
         dropped_bytes += bytes;
