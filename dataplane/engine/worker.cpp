@@ -128,7 +128,7 @@ void Worker::shape_shared(policer::SharedMeter& meter, const CompiledRule& rule,
   meter.shape_burst_after(catch_up, times, lengths, rule.shape_max_delay, queue, delays, out);
 }
 
-void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
+std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
                          std::span<const MeterKey> keys, std::span<const PacketView> burst,
                          std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
                          std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
@@ -154,13 +154,14 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
     table.prefetch(hashes[k]);
   }
   for (std::size_t k = 0; k < n; ++k) table.prefetch_entry(hashes[k]);
-  std::uint64_t created = 0, renewed = 0;
+  std::uint64_t created = 0, renewed = 0, full = 0;
   for (std::size_t k = 0; k < n; ++k) {
     KeyedMeters::Outcome outcome;
     entries[k] =
         table.acquire(keys[packets[k]], hashes[k], times[k], policer::full_state(profile, times[k]), outcome);
     created += outcome == KeyedMeters::Outcome::created;
     renewed += outcome == KeyedMeters::Outcome::renewed;
+    full += outcome == KeyedMeters::Outcome::full;
   }
   if (created != 0) {
     counters.keys_created.add(created);
@@ -251,6 +252,7 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
   }
   // New keys that found the table full take the rule's fallback: with `aggregate`, metered together by
   // the rule's aggregate meter; otherwise they are marked and handled with the actions.
+  if (full == 0) return 0;
   std::uint64_t fb_times[kMaxBurst];
   std::uint32_t fb_lengths[kMaxBurst];
   Color fb_in[kMaxBurst], fb_out[kMaxBurst];
@@ -264,7 +266,6 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
     fb_in[fallbacks] = in[k];
     fb_slot[fallbacks++] = k;
   }
-  if (fallbacks == 0) return;
   counters.table_full.add(fallbacks);
   if (rule.per_key.fallback == KeyFallback::aggregate) {
     if (max_delay != 0) {
@@ -279,6 +280,7 @@ void Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const st
     }
     for (std::size_t j = 0; j < fallbacks; ++j) out[fb_slot[j]] = fb_out[j];
   }
+  return fallbacks;
 }
 
 // Flows per key (doc/engine.md "Flows per key"). A flow is its 5-tuple; a TCP one opens at a SYN
@@ -403,7 +405,9 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   std::uint8_t order[kMaxBurst];
   MeterKey keys[kMaxBurst];  // of the packets of per-key rules
   std::size_t metered = 0;
-  bool one_rule = true;  // every metered packet's rule is the first's
+  // Whether every metered packet's rule is the first packet's, as bits that differ (two instructions a
+  // packet; the first packet may not be metered here, then the test below settles it).
+  std::uint32_t other_rules = 0;
   static constexpr Verdict kFresh{};  // copied from memory: a temporary built field by field on the
                                       // stack and read back whole stalled every packet on store forwarding
   for (std::size_t i = 0; i < n; ++i) {
@@ -432,9 +436,11 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     }
     lengths[i] = metered_length(burst[i], parsed[i], cr.length);
     in[i] = cr.input == InputColor::blind ? Color::green : input_color(cr, parsed[i]);
-    one_rule &= metered == 0 || rule[i] == rule[order[0]];
+    other_rules |= rule[i] ^ rule[0];
     order[metered++] = static_cast<std::uint8_t>(i);
   }
+  const bool one_rule =
+      other_rules == 0 || std::all_of(order, order + metered, [&](std::uint8_t i) { return rule[i] == rule[order[0]]; });
   // Every packet metered here, under one rule: the burst's own arrays serve the meters as they are.
   const bool whole_burst = one_rule && metered == n;
   // A burst of one rule (the usual case: one rule, or one flow's packets) is in order already.
@@ -478,6 +484,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     // A shaping rule's packets: green with the ticks each waits, or late (red). Written only for them.
     std::uint32_t delays[kMaxBurst];
     const bool shaping = cr.shape_max_delay != 0;
+    std::size_t table_full = 0;  // new keys of a per-key rule that found its table full
     if (cr.per_key.kind == KeyKind::none) {
       if (shaping) [[unlikely]]
         shape_shared(*mine.aggregate, cr, mine, times_k, lengths_k, {delays, count}, {out, count});
@@ -485,7 +492,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
         check_shared(*mine.aggregate, *cr.profile, cr.profile_generation, cr.history, times_k, lengths_k,
                      blind ? std::span<const Color>() : in_k, {out, count});
     } else {
-      meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), times_k, lengths_k,
+      table_full = meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), times_k, lengths_k,
                   in_k, {out, count}, {delays, shaping ? count : 0}, verdicts, {parsed, n});
     }
 
@@ -544,8 +551,10 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       v.rule = r;
       v.in = in_k[k];
       v.metered_length = lengths_k[k];
-      v.keyed = keyed && !v.table_full;  // a key's meter (or its flow limit) decided it
-      if (unmetered(v, cr.per_key.fallback)) {
+      // Read only where a packet of the group found the table full (no load per packet otherwise).
+      const bool fell_back = table_full != 0 && v.table_full;
+      v.keyed = keyed && !fell_back;  // a key's meter (or its flow limit) decided it
+      if (fell_back && unmetered(v, cr.per_key.fallback)) [[unlikely]] {
         // Unmetered: the policy's default action, or a drop.
         if (cr.per_key.fallback == KeyFallback::drop) v.drop = true;
         else apply(burst[i], parsed[i], set.default_action, v);

@@ -110,11 +110,12 @@ class Worker {
 
  private:
   Color input_color(const CompiledRule& rule, const Parsed& parsed) const noexcept;
-  void meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
+  // Returns how many of the packets found the table full (Verdict::table_full).
+  std::size_t meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
                    std::span<const MeterKey> keys, std::span<const PacketView> burst,
                    std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
-                   std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
-                   std::span<Verdict> verdicts, std::span<const Parsed> parsed) noexcept;
+                          std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
+                          std::span<Verdict> verdicts, std::span<const Parsed> parsed) noexcept;
   // A max-flows rule's packet on its key's entry (under the entry's seqlock): its flow found, opened,
   // closed or refused. Returns false if it is refused.
   struct FlowTally {  // a burst's flow events of one rule, added to its counters once
