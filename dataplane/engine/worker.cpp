@@ -544,7 +544,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     WorkerRuleCounters& counters = *mine.counters;
     const bool keyed = cr.per_key.kind != KeyKind::none;
     std::uint64_t packets[3] = {}, bytes_by_color[3] = {}, dropped = 0, dropped_bytes = 0, held = 0, overflow = 0;
-    std::uint64_t first_metered = UINT64_MAX, last_metered = 0;
+    std::size_t skipped = 0;  // unmetered packets (fallen back, not to the aggregate meter)
     for (std::size_t k = 0; k < count; ++k) {
       const std::size_t i = group[k];
       Verdict& v = verdicts[i];
@@ -563,11 +563,10 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
           ++dropped;
           dropped_bytes += l2_bytes(burst[i]);
         }
+        ++skipped;
         continue;
       }
       v.out = out[k];
-      first_metered = std::min(first_metered, times_k[k]);
-      last_metered = std::max(last_metered, times_k[k]);
       const std::size_t color = static_cast<std::size_t>(out[k]);
       const std::uint32_t bytes = l2_bytes(burst[i]);
       ++packets[color];
@@ -596,7 +595,18 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     }
     if (held != 0) counters.shaped_packets.add(held);
     if (overflow != 0) [[unlikely]] counters.queue_overflow_packets.add(overflow);
-    if (first_metered != UINT64_MAX) counters.note_metered(first_metered, last_metered);
+    // The ticks of the group's first and last metered packets: the burst's own when it is all of them.
+    if (whole_burst && skipped == 0) {
+      counters.note_metered(earliest, latest);
+    } else if (skipped != count) {
+      std::uint64_t first_metered = UINT64_MAX, last_metered = 0;
+      for (std::size_t k = 0; k < count; ++k) {
+        if (skipped != 0 && verdicts[group[k]].table_full && unmetered(verdicts[group[k]], cr.per_key.fallback)) continue;
+        first_metered = std::min(first_metered, times_k[k]);
+        last_metered = std::max(last_metered, times_k[k]);
+      }
+      counters.note_metered(first_metered, last_metered);
+    }
     start = end;
   }
   sweep_keys(set, latest);

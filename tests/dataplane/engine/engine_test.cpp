@@ -241,6 +241,43 @@ Rule keyed_rule(std::string name, std::string profile, std::uint64_t timeout_ns 
   return r;
 }
 
+// A rule's first and last metered ticks (stats' first_tick and last_tick) count the packets its meters
+// saw, not those a full table left unmetered (fallback drop), whether one of those is a burst's first,
+// last or only packet, and whatever order the burst's times are in.
+TEST(EngineKeys, MeteredTicksLeaveOutWhatAFullTableDidNotMeter) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1'000'000, 100'000)});
+  Rule r = keyed_rule("keys", "p");
+  r.per_key.capacity = 1;
+  r.per_key.fallback = KeyFallback::drop;
+  policy.rules.push_back(r);
+  Harness h(policy);
+  const auto burst = [&](std::vector<std::pair<std::uint8_t, std::uint64_t>> packets) {  // (host, tick)
+    h.frames.clear();
+    h.views.clear();
+    for (const auto& [host, tick] : packets) h.frames.push_back(udp4(100, host, 53));
+    for (std::size_t i = 0; i < packets.size(); ++i)
+      h.views.push_back(PacketView{h.frames[i].data(), 100, 100, packets[i].second, 0, 0, false});
+    h.verdicts.assign(h.views.size(), Verdict{});
+    h.engine->process(h.views, h.verdicts);
+  };
+  burst({{2, 50}});  // host 2 takes the table's one key: host 1 is left unmetered from here on
+  EXPECT_TRUE(h.engine->counters(0).metered);
+  EXPECT_EQ(h.engine->counters(0).first_tick, 50u);
+  burst({{1, 40}, {2, 100}, {1, 300}});  // unmetered first and last: only 100 counts
+  EXPECT_FALSE(h.verdicts[0].keyed);
+  EXPECT_TRUE(h.verdicts[0].table_full);
+  EXPECT_TRUE(h.verdicts[0].drop);
+  EXPECT_TRUE(h.verdicts[1].keyed);
+  EXPECT_EQ(h.engine->counters(0).first_tick, 50u);
+  EXPECT_EQ(h.engine->counters(0).last_tick, 100u);
+  burst({{1, 400}});  // only unmetered packets: nothing moves
+  EXPECT_EQ(h.engine->counters(0).last_tick, 100u);
+  burst({{2, 500}, {2, 450}});  // all metered, out of order: the latest counts
+  EXPECT_EQ(h.engine->counters(0).last_tick, 500u);
+  EXPECT_EQ(h.engine->counters(0).first_tick, 50u);
+}
+
 TEST(EngineKeys, AProfileChangeReachesEachKeyAtItsNextPacketWithLevelsKept) {
   Policy policy;
   policy.profiles.push_back({"p", params_1r2c(1000, 1000)});  // 1000 B/s, 1000 B burst
