@@ -129,10 +129,10 @@ void Worker::shape_shared(policer::SharedMeter& meter, const CompiledRule& rule,
 }
 
 std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
-                         std::span<const MeterKey> keys, std::span<const PacketView> burst,
-                         std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
-                         std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
-                         std::span<Verdict> verdicts, std::span<const Parsed> parsed) noexcept {
+                                std::span<const MeterKey> keys, std::span<const PacketView> burst,
+                                std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
+                                std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
+                                std::span<Verdict> verdicts, std::span<const Parsed> parsed) noexcept {
   const CompiledRule& rule = set.rules[r];
   const WorkerRule& mine = set.worker_rule(r, id_);
   KeyedMeters& table = *mine.keys;
@@ -493,7 +493,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
                      blind ? std::span<const Color>() : in_k, {out, count});
     } else {
       table_full = meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), times_k, lengths_k,
-                  in_k, {out, count}, {delays, shaping ? count : 0}, verdicts, {parsed, n});
+                               in_k, {out, count}, {delays, shaping ? count : 0}, verdicts, {parsed, n});
     }
 
     // Hierarchy: the packets the child did not mark red go on to the parent, color-aware with the

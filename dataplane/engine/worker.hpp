@@ -112,8 +112,8 @@ class Worker {
   Color input_color(const CompiledRule& rule, const Parsed& parsed) const noexcept;
   // Returns how many of the packets found the table full (Verdict::table_full).
   std::size_t meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
-                   std::span<const MeterKey> keys, std::span<const PacketView> burst,
-                   std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
+                          std::span<const MeterKey> keys, std::span<const PacketView> burst,
+                          std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
                           std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
                           std::span<Verdict> verdicts, std::span<const Parsed> parsed) noexcept;
   // A max-flows rule's packet on its key's entry (under the entry's seqlock): its flow found, opened,
