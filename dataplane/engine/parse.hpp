@@ -10,6 +10,7 @@
 // Parsed for a frame the first accepts (tests/dataplane/engine/parse_test.cpp, tests/fuzz/fuzz_parse.cpp).
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <cstring>
 
 #include "dataplane/engine/packet.hpp"
@@ -29,8 +30,24 @@ inline std::uint16_t load_be16(const std::uint8_t* p) noexcept {
   return v;
 }
 
+// The same 16 bits as they lie in the frame, and a constant in that order: a test of a field against a
+// constant needs no swap.
+inline std::uint16_t load_raw16(const std::uint8_t* p) noexcept {
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+constexpr std::uint16_t network16(std::uint16_t host) noexcept {
+  return std::endian::native == std::endian::little ? static_cast<std::uint16_t>(host << 8 | host >> 8) : host;
+}
+
+// TCP, UDP and SCTP, as one bit each of a 256-bit set: a load and a bit test, not three comparisons.
 inline bool has_ports(std::uint8_t protocol) noexcept {
-  return protocol == ip_protocol::tcp || protocol == ip_protocol::udp || protocol == ip_protocol::sctp;
+  constexpr auto bit = [](unsigned p) { return std::uint64_t{1} << (p % 64); };
+  static constexpr std::uint64_t kPorted[4] = {bit(ip_protocol::tcp) | bit(ip_protocol::udp), 0,
+                                               bit(ip_protocol::sctp), 0};
+  static_assert(ip_protocol::tcp < 64 && ip_protocol::udp < 64 && ip_protocol::sctp / 64 == 2);
+  return (kPorted[protocol / 64] >> (protocol % 64)) & 1;
 }
 }  // namespace parse_detail
 
@@ -40,6 +57,8 @@ inline bool has_ports(std::uint8_t protocol) noexcept {
 // other frame: false, `out` untouched. Half of parse_any's instructions for the usual frame (issue 23).
 [[gnu::always_inline]] inline bool parse_plain_ipv4(const PacketView& view, Parsed& out) noexcept {
   using parse_detail::load_be16;
+  using parse_detail::load_raw16;
+  using parse_detail::network16;
   constexpr std::uint32_t kL3Offset = 14;                // after the MACs and the EtherType
   constexpr std::uint32_t kL4Offset = kL3Offset + 20;    // after a header of IHL 5
   constexpr std::uint32_t kPortsEnd = kL4Offset + 4;     // source and destination ports
@@ -50,12 +69,12 @@ inline bool has_ports(std::uint8_t protocol) noexcept {
   if (view.has_stripped_vlan || view.captured < kPortsEnd) return false;
   const std::uint8_t* frame = view.data;
   const std::uint8_t* ip = frame + kL3Offset;
-  if (load_be16(frame + kL3Offset - 2) != kEtherTypeIpv4 || ip[0] != kVersion4Ihl5) return false;
+  if (load_raw16(frame + kL3Offset - 2) != network16(kEtherTypeIpv4) || ip[0] != kVersion4Ihl5) return false;
   const std::uint32_t total_length = load_be16(ip + 2);
   const std::uint32_t wire_l3_bytes = view.wire_length > kL3Offset ? view.wire_length - kL3Offset : 0;
   if (total_length < kL4Offset - kL3Offset || total_length > wire_l3_bytes) return false;
   const std::uint8_t protocol = ip[9];
-  const bool fragment = (load_be16(ip + 6) & kFragmentBits) != 0;
+  const bool fragment = (load_raw16(ip + 6) & network16(kFragmentBits)) != 0;
   const bool ports = !fragment && parse_detail::has_ports(protocol);
   const std::uint32_t readable_end = std::min(view.captured, kL3Offset + total_length);
   if (ports && kPortsEnd > readable_end) return false;  // truncated_l4: parse_any says so
@@ -69,8 +88,12 @@ inline bool has_ports(std::uint8_t protocol) noexcept {
   std::memcpy(out.src.data(), ip + 12, 4);
   std::memcpy(out.dst.data(), ip + 16, 4);
   if (ports) {
-    out.src_port = load_be16(frame + kL4Offset);
-    out.dst_port = load_be16(frame + kL4Offset + 2);
+    // Both ports in one load: the word's swap swaps them too, the rotation puts them back in place.
+    static_assert(offsetof(Parsed, dst_port) == offsetof(Parsed, src_port) + sizeof(out.src_port));
+    std::uint32_t both;
+    std::memcpy(&both, frame + kL4Offset, sizeof both);
+    if constexpr (std::endian::native == std::endian::little) both = std::rotl(__builtin_bswap32(both), 16);
+    std::memcpy(reinterpret_cast<unsigned char*>(&out) + offsetof(Parsed, src_port), &both, sizeof both);
     if (protocol == ip_protocol::tcp && kTcpFlagsAt < readable_end) out.tcp_flags = frame[kTcpFlagsAt];
   }
   return true;
