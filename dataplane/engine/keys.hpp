@@ -76,13 +76,10 @@ struct KeyShape {
   using namespace key_layout;
   static_assert(std::endian::native == std::endian::little, "the words below are little-endian");
   const bool ipv6 = p.l3 == L3::ipv6;
-  // Both ports in one load (adjacent in Parsed, host order) and back to network order in two
-  // instructions: the swap of the word swaps the ports too, the rotation puts them back in place.
-  static_assert(offsetof(Parsed, dst_port) == offsetof(Parsed, src_port) + sizeof(p.src_port));
-  std::uint32_t ports;
+  std::uint32_t ports;  // both in one load, back to the frame's byte order
   std::memcpy(&ports, reinterpret_cast<const unsigned char*>(&p) + offsetof(Parsed, src_port), sizeof ports);
   const std::uint64_t head = (std::uint64_t{ipv6 ? 6u : 4u} | std::uint64_t{p.protocol} << 8 |
-                              std::uint64_t{std::rotl(__builtin_bswap32(ports), 16)} << 16) &
+                              std::uint64_t{swap_port_bytes(ports)} << 16) &
                              shape.head_mask;
   if (!ipv6) {
     std::uint32_t s, d;

@@ -88,11 +88,9 @@ inline bool has_ports(std::uint8_t protocol) noexcept {
   std::memcpy(out.src.data(), ip + 12, 4);
   std::memcpy(out.dst.data(), ip + 16, 4);
   if (ports) {
-    // Both ports in one load: the word's swap swaps them too, the rotation puts them back in place.
-    static_assert(offsetof(Parsed, dst_port) == offsetof(Parsed, src_port) + sizeof(out.src_port));
-    std::uint32_t both;
+    std::uint32_t both;  // both ports in one load
     std::memcpy(&both, frame + kL4Offset, sizeof both);
-    if constexpr (std::endian::native == std::endian::little) both = std::rotl(__builtin_bswap32(both), 16);
+    both = swap_port_bytes(both);
     std::memcpy(reinterpret_cast<unsigned char*>(&out) + offsetof(Parsed, src_port), &both, sizeof both);
     if (protocol == ip_protocol::tcp && kTcpFlagsAt < readable_end) out.tcp_flags = frame[kTcpFlagsAt];
   }

@@ -601,7 +601,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     } else if (skipped != count) {
       std::uint64_t first_metered = UINT64_MAX, last_metered = 0;
       for (std::size_t k = 0; k < count; ++k) {
-        if (skipped != 0 && verdicts[group[k]].table_full && unmetered(verdicts[group[k]], cr.per_key.fallback)) continue;
+        if (skipped != 0 && unmetered(verdicts[group[k]], cr.per_key.fallback)) continue;
         first_metered = std::min(first_metered, times_k[k]);
         last_metered = std::max(last_metered, times_k[k]);
       }
