@@ -111,6 +111,9 @@ class Classifier {
   std::size_t entries_ = 0;
   bool scanned_ = false;
   std::vector<ScanEntry> scan4_, scan6_;  // in rule order (the first that matches wins)
+  // A family whose entries all leave ports, ingress port, VLAN and DSCP open (as `dst 10.0.0.0/8 proto
+  // udp` does) is scanned on its addresses and protocol alone.
+  bool addresses_only4_ = false, addresses_only6_ = false;
   std::unique_ptr<ExactMatch> exact4_, exact6_;  // one shape: a hash table per family (none: no entry)
 };
 

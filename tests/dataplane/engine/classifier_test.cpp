@@ -82,15 +82,21 @@ std::vector<std::uint8_t> random_dscp(Rng& r, bool messy) {
   return out;
 }
 
-Rule random_rule(Rng& r, std::size_t index, bool messy = false) {
+// Which fields a generated rule may match: any; only addresses and protocol (the scan's narrow form);
+// or IPv4 rules only addresses and protocol and IPv6 rules anything (one family narrow, one not).
+enum class Fields { any, addresses_and_protocol, ipv4_addresses_and_protocol };
+
+Rule random_rule(Rng& r, std::size_t index, bool messy = false, Fields fields = Fields::any) {
   Rule rule;
   rule.name = "r" + std::to_string(index);
   rule.profile = "p";
   Match& m = rule.match;
-  const int family = static_cast<int>(r.below(3));  // 0 any, 1 IPv4, 2 IPv6
+  // 0 any, 1 IPv4, 2 IPv6
+  const int family = fields == Fields::ipv4_addresses_and_protocol ? 1 + static_cast<int>(r.below(2)) : static_cast<int>(r.below(3));
   if (family != 0 && r.chance(70)) m.src = random_prefix(r, family == 2);
   if (family != 0 && r.chance(70)) m.dst = random_prefix(r, family == 2);
   if (r.chance(50)) m.protocol = static_cast<std::uint8_t>(r.chance(80) ? (r.chance(50) ? 6 : 17) : r.below(256));
+  if (fields == Fields::addresses_and_protocol || (fields == Fields::ipv4_addresses_and_protocol && family == 1)) return rule;
   if (!m.protocol || *m.protocol == 6 || *m.protocol == 17) {
     m.src_ports = random_ranges(r, messy);
     m.dst_ports = random_ranges(r, messy);
@@ -179,13 +185,13 @@ void same_as_first_match(Rng& rng, const Classifier& classifier, const std::vect
 
 // scan_entries: 0 puts every rule set in rte_acl's trie, SIZE_MAX scans every one (ClassifierLimits;
 // the one-shape hash off, so that the trie is what is tested).
-void agrees_with_the_scan(std::uint64_t seed, bool messy, std::size_t scan_entries) {
+void agrees_with_the_scan(std::uint64_t seed, bool messy, std::size_t scan_entries, Fields fields = Fields::any) {
   Rng rng{seed};
   std::size_t matched = 0, checked = 0;
   for (std::size_t round = 0; round < 60; ++round) {
     const std::size_t count = round < 10 ? round : 1 + rng.below(round < 50 ? 60 : messy ? 200 : 600);
     std::vector<Rule> rules;
-    for (std::size_t i = 0; i < count; ++i) rules.push_back(random_rule(rng, i, messy));
+    for (std::size_t i = 0; i < count; ++i) rules.push_back(random_rule(rng, i, messy, fields));
     ClassifierLimits limits;
     limits.scan_entries = scan_entries;
     limits.exact_hash = false;
@@ -207,6 +213,17 @@ TEST(ClassifierScanned, AgreesWithTheFirstMatchScan) { agrees_with_the_scan(2024
 
 TEST(ClassifierScanned, AgreesWithTheScanOnRepeatedOverlappingAndAdjacentValues) {
   agrees_with_the_scan(7, true, SIZE_MAX);
+}
+
+// Rule sets that match addresses and protocol alone are scanned on those fields only (the ports, VLAN,
+// DSCP and ingress port of the packets, random, must not matter); and with only the IPv4 rules so,
+// each family scanned in its own form.
+TEST(ClassifierScanned, AgreesWithTheFirstMatchScanOnAddressesAndProtocolAlone) {
+  agrees_with_the_scan(31, false, SIZE_MAX, Fields::addresses_and_protocol);
+}
+
+TEST(ClassifierScanned, AgreesWithTheFirstMatchScanWithOneFamilyOnAddressesAndProtocolAlone) {
+  agrees_with_the_scan(32, false, SIZE_MAX, Fields::ipv4_addresses_and_protocol);
 }
 
 // By default a rule set of up to kDefaultScanEntries entries is scanned, a bigger one goes in the trie
