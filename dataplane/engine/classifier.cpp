@@ -508,8 +508,8 @@ void Classifier::scan(std::span<const PacketView> views, std::span<const Parsed>
   // The first entry a packet matches, with its family's address words as a constant: the IPv4 loop
   // compares one word of each address, unrolled (a count known only at run time cost 20 instructions a
   // packet, callgrind, issue 23). `addresses_only`: the family's entries test addresses and protocol
-  // alone, so the other fields are neither gathered nor compared (22 instructions fewer a packet for
-  // one entry, callgrind, issue 23).
+  // alone, so the other fields are neither gathered nor compared (one IPv4 entry: 59 instructions a
+  // packet before, 35 after; callgrind, issue 23).
   const auto first_match = [](auto words_constant, auto addresses_only_constant, std::span<const ScanEntry> entries,
                               const Parsed& p, std::uint32_t port) __attribute__((always_inline)) {
     constexpr unsigned words = decltype(words_constant)::value;
@@ -536,8 +536,8 @@ void Classifier::scan(std::span<const PacketView> views, std::span<const Parsed>
   };
   using V4 = std::integral_constant<unsigned, 1>;
   using V6 = std::integral_constant<unsigned, 4>;
-  using Narrow = std::true_type;
-  using Wide = std::false_type;
+  using AddressesOnly = std::true_type;
+  using EveryField = std::false_type;
   for (std::size_t i = 0; i < views.size(); ++i) {
     const Parsed& p = parsed[i];
     if (p.error != ParseError::none || p.l3 == L3::none) {
@@ -546,9 +546,11 @@ void Classifier::scan(std::span<const PacketView> views, std::span<const Parsed>
     }
     const std::uint32_t port = views[i].port;
     if (p.l3 == L3::ipv6)
-      rules[i] = addresses_only6_ ? first_match(V6{}, Narrow{}, scan6_, p, port) : first_match(V6{}, Wide{}, scan6_, p, port);
+      rules[i] = addresses_only6_ ? first_match(V6{}, AddressesOnly{}, scan6_, p, port)
+                                  : first_match(V6{}, EveryField{}, scan6_, p, port);
     else
-      rules[i] = addresses_only4_ ? first_match(V4{}, Narrow{}, scan4_, p, port) : first_match(V4{}, Wide{}, scan4_, p, port);
+      rules[i] = addresses_only4_ ? first_match(V4{}, AddressesOnly{}, scan4_, p, port)
+                                  : first_match(V4{}, EveryField{}, scan4_, p, port);
   }
 }
 
