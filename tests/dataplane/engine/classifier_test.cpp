@@ -91,12 +91,13 @@ Rule random_rule(Rng& r, std::size_t index, bool messy = false, Fields fields = 
   rule.name = "r" + std::to_string(index);
   rule.profile = "p";
   Match& m = rule.match;
-  // 0 any, 1 IPv4, 2 IPv6
-  const int family = fields == Fields::ipv4_addresses_and_protocol ? 1 + static_cast<int>(r.below(2)) : static_cast<int>(r.below(3));
+  const int family = fields == Fields::ipv4_addresses_and_protocol ? 1 + static_cast<int>(r.below(2))  // IPv4 or IPv6
+                                                                    : static_cast<int>(r.below(3));  // 0 any, 1 IPv4, 2 IPv6
   if (family != 0 && r.chance(70)) m.src = random_prefix(r, family == 2);
   if (family != 0 && r.chance(70)) m.dst = random_prefix(r, family == 2);
   if (r.chance(50)) m.protocol = static_cast<std::uint8_t>(r.chance(80) ? (r.chance(50) ? 6 : 17) : r.below(256));
-  if (fields == Fields::addresses_and_protocol || (fields == Fields::ipv4_addresses_and_protocol && family == 1)) return rule;
+  const bool narrow = fields == Fields::addresses_and_protocol || (fields == Fields::ipv4_addresses_and_protocol && family == 1);
+  if (narrow) return rule;
   if (!m.protocol || *m.protocol == 6 || *m.protocol == 17) {
     m.src_ports = random_ranges(r, messy);
     m.dst_ports = random_ranges(r, messy);
