@@ -5,6 +5,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring_elem.h>
 
+#include <cstddef>
 #include <new>
 #include <rte_prefetch.h>
 
@@ -75,28 +76,41 @@ std::uint16_t Forwarder::poll_ring(rte_ring* ring) noexcept {
   return n;
 }
 
-void Forwarder::view_all(rte_mbuf** mbufs, std::uint16_t n, PacketView* views) noexcept {
+bool Forwarder::view_all(rte_mbuf** mbufs, std::uint16_t n, PacketView* views) noexcept {
   // Views built in place (guaranteed elision): a returned temporary copied over stalls on store
   // forwarding, every packet.
+  const std::uint16_t first_port = mbufs[0]->port;
+  std::uint16_t other_ports = 0;  // non-zero: some packet came in by another port than the first
   if (options_.clock == ClockSource::tsc) {
     const std::uint64_t now = rte_rdtsc();  // one clock read per burst
-    for (std::uint16_t i = 0; i < n; ++i) ::new (static_cast<void*>(&views[i])) PacketView(view_of(mbufs[i], mbufs[i]->port, now));
-    return;
+    for (std::uint16_t i = 0; i < n; ++i) {
+      const std::uint16_t port = mbufs[i]->port;
+      other_ports |= static_cast<std::uint16_t>(port ^ first_port);
+      ::new (static_cast<void*>(&views[i])) PacketView(view_of(mbufs[i], port, now));
+    }
+    return other_ports == 0;
   }
   std::uint64_t missing = 0;
   for (std::uint16_t i = 0; i < n; ++i) {
     std::uint64_t ticks;
     if (rx_timestamp_ticks(mbufs[i], options_.timestamp, ticks)) last_timestamp_ = ticks;
     else ++missing;  // metered at the time of the packet before it
-    ::new (static_cast<void*>(&views[i])) PacketView(view_of(mbufs[i], mbufs[i]->port, last_timestamp_));
+    const std::uint16_t port = mbufs[i]->port;
+    other_ports |= static_cast<std::uint16_t>(port ^ first_port);
+    ::new (static_cast<void*>(&views[i])) PacketView(view_of(mbufs[i], port, last_timestamp_));
   }
   if (missing != 0) counters_.no_timestamp.add(missing);
+  return other_ports == 0;
 }
 
 void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Handed> handed) noexcept {
-  PacketView views[kBurst];
-  Verdict verdicts[kBurst];
-  view_all(mbufs, n, views);
+  // Uninitialised: view_all builds every view and the worker writes every verdict whole (zeroing
+  // both arrays by their members' initialisers cost a memset of 2 KiB a burst).
+  alignas(PacketView) std::byte view_storage[sizeof(PacketView) * kBurst];
+  alignas(Verdict) std::byte verdict_storage[sizeof(Verdict) * kBurst];
+  auto* const views = reinterpret_cast<PacketView*>(view_storage);
+  auto* const verdicts = reinterpret_cast<Verdict*>(verdict_storage);
+  const bool one_ingress = view_all(mbufs, n, views);
   const RuleSet& set = worker_.process(std::span<PacketView>(views, n), std::span<Verdict>(verdicts, n), handed);
 
   // Forwarded packets keep their order; dropped ones go back to the pool together; those another
@@ -110,7 +124,8 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
       ++passed;
     } else if (verdicts[i].drop) {
       drop[dropped++] = mbufs[i];
-    } else if (restore_stripped_vlan(mbufs[i], views[i], options_.vlan_insert[plan_.egress[mbufs[i]->port]])) {
+    } else if (!views[i].has_stripped_vlan ||
+               restore_stripped_vlan(mbufs[i], views[i], options_.vlan_insert[plan_.egress[mbufs[i]->port]])) [[likely]] {
       delays |= verdicts[i].delay;
       forward[forwarded++] = mbufs[i];
     } else {
@@ -133,7 +148,13 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
     shape(mbufs, n, views, verdicts);
     return;
   }
-  transmit_by_port(forward, forwarded);
+  // A burst from one port (always, from a port's queue) leaves by that port's egress, without a
+  // lookup per packet.
+  if (one_ingress) {
+    if (forwarded != 0) transmit(plan_.egress[views[0].port], forward, forwarded);
+  } else {
+    transmit_by_port(forward, forwarded);
+  }
 }
 
 // By egress port, in order within each (a burst from a port has one; one from a ring or the wheel may
