@@ -209,7 +209,7 @@ class KeyTable {
   // packet (issue 23). A round that removed something moved entries, so it sets no floor.
   std::size_t sweep(std::uint64_t now, std::size_t budget) noexcept {
     chunks_.drain_deferred();
-    if (live() == 0 || idle_ == 0) return 0;
+    if (live() == 0 || idle_ticks() == 0) return 0;
     if (floor_known_) {
       const std::uint64_t floor = std::min(floor_, created_floor_);
       if (!expired(floor, now)) return 0;
@@ -258,7 +258,7 @@ class KeyTable {
   const void* index_address() const noexcept { return slots_; }
   // Released chunks not yet handed back because a reader may still hold them.
   std::size_t deferred_chunks() const noexcept { return chunks_.deferred_chunks(); }
-  std::uint64_t idle_ticks() const noexcept { return idle_; }
+  std::uint64_t idle_ticks() const noexcept { return idle_less_one_ + 1; }  // wraps back to 0 (never)
 
   // ---- the control side: one thread at a time (the owner may be that thread) ----
 
@@ -323,7 +323,7 @@ class KeyTable {
 
  private:
   KeyTable(std::uint32_t capacity, std::uint64_t idle_ticks, MemorySource& source, std::size_t spare_chunks)
-      : idle_(idle_ticks), capacity_(capacity), block_{&source}, chunks_(capacity, source, spare_chunks) {}
+      : idle_less_one_(idle_ticks - 1), capacity_(capacity), block_{&source}, chunks_(capacity, source, spare_chunks) {}
   static constexpr std::size_t kKeyWords = KeySize / 8;
 
   static std::uint64_t load_word(const Key& key, std::size_t i) noexcept {
@@ -349,9 +349,10 @@ class KeyTable {
     return differ == 0;
   }
 
-  // Idle: strictly behind `now` by at least idle_ticks (0 = never). A subtraction, no division.
+  // Idle: strictly behind `now` by at least idle_ticks (0 = never: idle_less_one_ is then UINT64_MAX,
+  // which no difference exceeds, so the "never" needs no test of its own). A subtraction, no division.
   bool expired(std::uint64_t last, std::uint64_t now) const noexcept {
-    return idle_ != 0 && now > last && now - last >= idle_;
+    return now > last && now - last > idle_less_one_;
   }
 
   Entry* entry_at(std::uint32_t index) const noexcept {
@@ -447,7 +448,7 @@ class KeyTable {
   std::uint64_t* slots_ = nullptr;
   std::size_t mask_ = 0;
   Entry* const* mem_ = nullptr;  // per chunk: its entries (the chunks' own array, fixed once placed)
-  std::uint64_t idle_;
+  std::uint64_t idle_less_one_;  // idle_ticks - 1, wrapped: UINT64_MAX when keys never expire
   SecretHash<KeySize> hash_;
   std::uint32_t incarnations_ = 0;  // keys created or renewed (wrapping: a flow 2^32 lives old is long closed)
   // Live keys: written by the owner alone (a relaxed load and store, no read-modify-write: the cost
