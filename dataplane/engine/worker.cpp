@@ -365,15 +365,21 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   std::uint32_t lengths[kMaxBurst];
   Color in[kMaxBurst];
   std::uint64_t earliest = UINT64_MAX, latest = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i + kPrefetchAhead < n) __builtin_prefetch(burst[i + kPrefetchAhead].data);
+  const auto take = [&](std::size_t i) __attribute__((always_inline)) {
     // Built in place (guaranteed elision): a returned temporary copied over stalled on store
     // forwarding, as the verdicts below did.
     ::new (static_cast<void*>(&parsed[i])) Parsed(parse(burst[i]));
     times[i] = burst[i].arrival;
     earliest = std::min(earliest, times[i]);
     latest = std::max(latest, times[i]);
+  };
+  // Two loops, so that the prefetch needs no bound test a packet.
+  const std::size_t prefetching = n > kPrefetchAhead ? n - kPrefetchAhead : 0;
+  for (std::size_t i = 0; i < prefetching; ++i) {
+    __builtin_prefetch(burst[i + kPrefetchAhead].data);
+    take(i);
   }
+  for (std::size_t i = prefetching; i < n; ++i) take(i);
   if (n == 0) return set;
   // The first burst under a new set: the changes it brought take effect now, in this worker's clock.
   first_tick_ = earliest;
