@@ -162,6 +162,13 @@ class KeyTable {
   // seqlock; the caller then updates the entry between begin_write and end_write.
   Entry* acquire(const Key& key, std::uint64_t hash, std::uint64_t now, const policer::State& fresh,
                  Outcome& outcome) noexcept {
+    return acquire_with(key, hash, now, [&] { return fresh; }, outcome);
+  }
+  // The same, with the fresh state made by `make_fresh()` only when a key is created or renewed (not
+  // for every packet of a key that is found).
+  template <class MakeFresh>
+  Entry* acquire_with(const Key& key, std::uint64_t hash, std::uint64_t now, MakeFresh&& make_fresh,
+                      Outcome& outcome) noexcept {
     const auto tag = static_cast<std::uint32_t>(hash >> 32);
     const std::size_t home = hash & mask_;
     // One slot at a time. Comparing a whole index line of tags at once (SSE2) was measured: it saves
@@ -170,10 +177,14 @@ class KeyTable {
     // lookups in flight), and hits are most packets.
     for (std::size_t pos = home;; pos = (pos + 1) & mask_) {
       const std::uint64_t s = slots_[pos];
-      if (s == 0) return insert(key, hash, pos, fresh, outcome);
+      if (s == 0) return insert(key, hash, pos, make_fresh(), outcome);
       if (static_cast<std::uint32_t>(s >> 32) == tag) {
         Entry* e = entry_at(static_cast<std::uint32_t>(s) - 1);
-        if (same_key(e->key, key)) [[likely]] return found(*e, now, fresh, outcome);
+        if (same_key(e->key, key)) [[likely]] {
+          if (expired(e->state.last, now)) [[unlikely]] return renew(*e, make_fresh(), outcome);
+          outcome = Outcome::found;
+          return e;
+        }
       }
     }
   }
@@ -332,14 +343,10 @@ class KeyTable {
     return w;
   }
 
-  Entry* found(Entry& e, std::uint64_t now, const policer::State& fresh, Outcome& outcome) noexcept {
-    if (expired(e.state.last, now)) [[unlikely]] {
-      write_fresh(e, fresh);
-      created_floor_ = std::min(created_floor_, fresh.last);
-      outcome = Outcome::renewed;
-    } else {
-      outcome = Outcome::found;
-    }
+  Entry* renew(Entry& e, const policer::State& fresh, Outcome& outcome) noexcept {
+    write_fresh(e, fresh);
+    created_floor_ = std::min(created_floor_, fresh.last);
+    outcome = Outcome::renewed;
     return &e;
   }
 

@@ -157,8 +157,9 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
   std::uint64_t created = 0, renewed = 0, full = 0;
   for (std::size_t k = 0; k < n; ++k) {
     KeyedMeters::Outcome outcome;
-    entries[k] =
-        table.acquire(keys[packets[k]], hashes[k], times[k], policer::full_state(profile, times[k]), outcome);
+    const std::uint64_t now = times[k];
+    entries[k] = table.acquire_with(
+        keys[packets[k]], hashes[k], now, [&] { return policer::full_state(profile, now); }, outcome);
     created += outcome == KeyedMeters::Outcome::created;
     renewed += outcome == KeyedMeters::Outcome::renewed;
     full += outcome == KeyedMeters::Outcome::full;
