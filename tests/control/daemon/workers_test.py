@@ -19,6 +19,9 @@ capture's (net_pcap RX timestamps), so the daemon's colors can be compared with 
                it, with --placement=steered (the queues taken as steered): no handoff, the same checks.
   none         the same as two queues with --placement=none (each worker meters what it receives on meters of its
                own): the checks above must fail, for keys and aggregates, or they prove nothing.
+  pair         two ports forwarding to each other (net_pcap0 <-> net_pcap1), two RX queues each, so
+               that a burst worker 1 takes from its ring holds packets of both ports: every packet
+               leaves by the other port than the one it came in by, none by its own.
 In every run: packets of one flow leave in the order they arrived; nothing is lost (rx = tx, no
 handoff drop, every mbuf back).
 
@@ -104,6 +107,31 @@ def run_daemon(workdir, label, rx_files, expected, extra=()):
     print(errors, file=sys.stderr)
     dumped = [json.loads(line) for line in open(keys)]
     return final, daemon_capture.read_pcap_frames(out), dumped, errors
+
+
+def run_pair(workdir, packets):
+    """The capture over two ports (by source) and two queues each (by source port), forwarded as a pair;
+    returns (final, {port: the sequence numbers it received}, {port: the frames it sent})."""
+    rx_files, received = {0: [], 1: []}, {0: set(), 1: set()}
+    for port in (0, 1):
+        for queue in (0, 1):
+            part = [(t, f) for t, f, flow in packets if flow[0] % 2 == port and flow[1] % 2 == queue]
+            received[port].update(struct.unpack("!I", f[42:46])[0] for _, f in part)  # its sequence number
+            path = os.path.join(workdir, f"pair-rx{port}-{queue}.pcap")
+            daemon_capture.write_pcap(path, part)
+            rx_files[port].append(path)
+    outs = {port: os.path.join(workdir, f"pair-tx{port}.pcap") for port in (0, 1)}
+    vdevs = [f"--vdev=net_pcap{port}," + ",".join(f"rx_pcap={f}" for f in rx_files[port]) + f",tx_pcap={outs[port]}"
+             for port in (0, 1)]
+    args = [tricolord, "--lcores=0@0,1@1,2@0", "--no-huge", "-m", "1024", "--no-pci", "--no-telemetry",
+            f"--file-prefix=tricolor-workers-{os.getpid()}-pair", "--log-level=lib.eal:warning", *vdevs,
+            "--", "--policy", os.path.join(workdir, "p.policy"), "--clock", "rx-timestamp", "--json",
+            "--stats-interval", "0.2", "--handoff-ring", "16384", "--socket", os.path.join(workdir, "pair.sock")]
+    expected = len(packets)
+    final, _ = daemon_capture.run_through(
+        args, lambda s: sum(p["rx_packets"] for p in s["ports"]) >= expected
+        and sum(p["tx_packets"] for p in s["ports"]) >= expected, "pair")
+    return final, received, {port: daemon_capture.read_pcap_frames(outs[port]) for port in (0, 1)}
 
 
 def colors_differing(frames, expected_color, label):
@@ -248,6 +276,27 @@ def main():
         failures = exactness_failures(final, dumped, packets)
         assert not failures, failures
         print("steered: no packet handed over, each key on the worker of its queue, every bound holds")
+
+        # A pair of ports: bursts from the handoff ring mix the two ports' packets, and each packet leaves
+        # by its own ingress port's egress (the other port), not by the first packet's.
+        final, received, sent = run_pair(workdir, packets)
+        workers = final["workers"]
+        assert len(workers) == 2 and all(w["handed_in"] > 0 for w in workers), workers
+        assert sum(w["handoff_dropped"] for w in workers) == 0 and final["mbufs_in_use"] == final["mbufs_in_use_at_start"], final
+        for port in (0, 1):
+            out = [decode(f) for f in sent[port]]
+            seqs = [seq for seq, *_ in out]
+            assert len(seqs) == len(set(seqs)), f"pair: port {port} sent a packet twice"
+            own = set(seqs) & received[port]
+            assert not own, f"pair: port {port} sent {len(own)} packets back out of it, e.g. seq {min(own)}"
+            assert set(seqs) == received[1 - port], (
+                f"pair: port {port} sent {len(seqs)} packets; port {1 - port} received {len(received[1 - port])}")
+            last = {}
+            for seq, _, _, _, flow in out:
+                assert last.get(flow, -1) < seq, f"pair: flow {flow} reordered: {seq} after {last[flow]}"
+                last[flow] = seq
+        print(f"pair: {len(sent[0])} packets 1 -> 0 and {len(sent[1])} 0 -> 1, each out of the other port; "
+              f"handed in: {[w['handed_in'] for w in workers]}")
 
         # Placement off: the same checks must catch it.
         final, frames, dumped, errors = run_daemon(workdir, "none", files, len(packets), ["--placement=none"])
