@@ -124,7 +124,8 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
       ++passed;
     } else if (verdicts[i].drop) {
       drop[dropped++] = mbufs[i];
-    } else if (!views[i].has_stripped_vlan ||
+    } else if (!views[i].has_stripped_vlan ||  // tested here too: else the insert lookup is made for
+                                                 // every packet (6 instructions, callgrind)
                restore_stripped_vlan(mbufs[i], views[i], options_.vlan_insert[plan_.egress[mbufs[i]->port]])) [[likely]] {
       delays |= verdicts[i].delay;
       forward[forwarded++] = mbufs[i];
