@@ -50,6 +50,7 @@
 #include "control/daemon/tricolord_options.hpp"
 #include "dataplane/dpdk/daemon_report.hpp"
 #include "dataplane/dpdk/dpdk_memory.hpp"
+#include "dataplane/dpdk/eal.hpp"
 #include "dataplane/engine/engine.hpp"
 #include "dataplane/dpdk/forwarder.hpp"
 #include "dataplane/engine/memory_text.hpp"
@@ -590,9 +591,14 @@ int run(int argc, char** argv) {
   std::vector<char*> eal_argv;
   for (std::string& arg : o.eal_args) eal_argv.push_back(arg.data());
   eal_argv.push_back(nullptr);
-  if (rte_eal_init(static_cast<int>(eal_argv.size() - 1), eal_argv.data()) < 0)
-    fail(control::kExitRuntime, std::string("DPDK's EAL could not start: ") + rte_strerror(rte_errno) +
-                                    " (its messages above say why)");
+  if (rte_eal_init(static_cast<int>(eal_argv.size() - 1), eal_argv.data()) < 0) {
+    const std::string why = rte_strerror(rte_errno);
+    // The EAL leaves the directory it made, emptied; one that is not empty is another process's.
+    if (const char* dir = rte_eal_get_runtime_dir(); dir != nullptr && *dir != '\0') rmdir(dir);
+    fail(control::kExitRuntime, "DPDK's EAL could not start: " + why + " (its messages above say why)");
+  }
+  // Gone last, after rte_eal_cleanup() at a stop, or on the way out of a start that failed from here.
+  const EalRuntimeDirectory runtime_directory;
   say(memory + (rte_eal_has_hugepages() ? "" : "; running without huge pages"));
   // The EAL only logs a --vdev it could not create (rte_eal_init succeeds): a port that was asked for
   // and is missing stops the daemon here, rather than it running with the ports that remain.

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
+#include <system_error>
 #include <vector>
 
 namespace tricolor::dataplane {
@@ -23,6 +25,21 @@ int first_allowed_cpu() {
   return 0;
 }
 }  // namespace
+
+EalRuntimeDirectory::EalRuntimeDirectory() {
+  if (rte_eal_process_type() == RTE_PROC_PRIMARY) dir_ = rte_eal_get_runtime_dir();
+}
+
+EalRuntimeDirectory::~EalRuntimeDirectory() {
+  if (dir_.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code error;
+  for (fs::directory_iterator it(dir_, error), end; !error && it != end; it.increment(error)) {
+    std::error_code ignored;
+    if (!it->is_directory(ignored)) fs::remove(it->path(), ignored);
+  }
+  rmdir(dir_.c_str());  // fails, harmlessly, if something was left in it
+}
 
 Expected<std::unique_ptr<MemoryOnlyEal>> MemoryOnlyEal::init(const std::string& program, std::size_t memory_mb) {
   if (g_initialised.exchange(true)) return Error{"eal", "the EAL is already initialised in this process"};
@@ -46,14 +63,14 @@ Expected<std::unique_ptr<MemoryOnlyEal>> MemoryOnlyEal::init(const std::string& 
   // The EAL pins the calling thread to the main lcore; a tool should keep the affinity it was given.
   if (have_affinity) sched_setaffinity(0, sizeof saved, &saved);
   std::unique_ptr<MemoryOnlyEal> eal(new MemoryOnlyEal());
-  eal->runtime_dir_ = rte_eal_get_runtime_dir();
+  // With --no-shconf the runtime directory is empty but still created: removed after the cleanup.
+  eal->runtime_dir_ = std::make_unique<EalRuntimeDirectory>();
   return eal;
 }
 
 MemoryOnlyEal::~MemoryOnlyEal() {
   rte_eal_cleanup();
-  // With --no-shconf the runtime directory is empty but still created: remove it.
-  if (!runtime_dir_.empty()) rmdir(runtime_dir_.c_str());
+  runtime_dir_.reset();
 }
 
 std::uint64_t MemoryOnlyEal::tsc_hz() const noexcept { return rte_get_tsc_hz(); }

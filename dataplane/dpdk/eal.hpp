@@ -10,6 +10,24 @@
 
 namespace tricolor::dataplane {
 
+// The runtime directory of this process's EAL (/var/run/dpdk/<file-prefix>), removed when the guard
+// goes. What a primary process leaves there (its shared configuration, the memory's arrays, the
+// multi-process and telemetry sockets) serves no one once it has stopped, and a prefix per run (tests,
+// benchmarks) would leave a directory of several megabytes each. Made right after rte_eal_init, so
+// that it goes after everything that uses the EAL, rte_eal_cleanup() included; a secondary process,
+// whose directory is its primary's, removes nothing. Entries that are not its own files (a directory
+// someone put there) are left, and the directory with them.
+class EalRuntimeDirectory {
+ public:
+  EalRuntimeDirectory();
+  ~EalRuntimeDirectory();
+  EalRuntimeDirectory(const EalRuntimeDirectory&) = delete;
+  EalRuntimeDirectory& operator=(const EalRuntimeDirectory&) = delete;
+
+ private:
+  std::string dir_;  // empty: nothing to remove
+};
+
 class MemoryOnlyEal {
  public:
   // `program` names the process in the file prefix and in errors; `memory_mb` bounds DPDK's heap
@@ -23,7 +41,7 @@ class MemoryOnlyEal {
 
  private:
   MemoryOnlyEal() = default;
-  std::string runtime_dir_;
+  std::unique_ptr<EalRuntimeDirectory> runtime_dir_;
 };
 
 }  // namespace tricolor::dataplane

@@ -2,6 +2,7 @@
 in a pcap with microsecond timestamps, the resolution net_pcap gives the daemon's RX-timestamp clock.
 """
 import json
+import os
 import random
 import signal
 import struct
@@ -132,6 +133,14 @@ def read_pcap_frames(path):
     return frames
 
 
+def runtime_dir(args):
+    """The DPDK runtime directory of a process started with these EAL arguments (its --file-prefix, or
+    DPDK's default "rte"): under /var/run/dpdk for root, else the user's runtime directory."""
+    prefix = next((a.split("=", 1)[1] for a in args if a.startswith("--file-prefix=")), "rte")
+    base = "/var/run" if os.geteuid() == 0 else os.environ.get("XDG_RUNTIME_DIR", "/tmp")
+    return os.path.join(base, "dpdk", prefix)
+
+
 def run_through(args, done, label="tricolord", limit_s=60):
     """Runs tricolord (args: with --json --stats-interval) until done(stats) holds for a stats line, then
     stops it with SIGTERM; returns (the final JSON object, its stderr). Fails if it takes longer than
@@ -153,4 +162,6 @@ def run_through(args, done, label="tricolord", limit_s=60):
     assert daemon.returncode == 0, f"{label}: tricolord exited {daemon.returncode}: {errors[-2000:]}"
     final = [json.loads(line) for line in rest.splitlines() if line.strip()][-1]
     assert final["event"] == "final", final
+    # A daemon that stopped leaves no runtime directory (a prefix per run would leave one each).
+    assert not os.path.exists(runtime_dir(args)), f"{label}: {runtime_dir(args)} left after the daemon stopped"
     return final, errors

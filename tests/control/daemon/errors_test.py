@@ -11,6 +11,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/control/
+import daemon_capture  # noqa: E402
+
 tricolord = os.path.join(sys.argv[1], "control", "tricolord")
 GOOD_POLICY = "profile add p 1r2c cir 1mbit cbs 10k\nrule add all dst 10.0.0.0/8 profile p\n"
 failures = []
@@ -42,6 +45,9 @@ def case(name, args, status, *phrases, check=None, absent=()):
     problems += [f"{p!r} in what it said" for p in absent if p in said]
     if check is not None and (problem := check()):
         problems.append(problem)
+    # Whatever failed, after the EAL started or while it did: its runtime directory does not outlive it.
+    if any(a.startswith("--file-prefix=") for a in args) and os.path.exists(runtime := daemon_capture.runtime_dir(args)):
+        problems.append(f"{runtime} left behind")
     if problems:
         failures.append(f"{name}: {'; '.join(problems)}\n--- it said:\n{said}")
     else:
