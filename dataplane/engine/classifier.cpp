@@ -538,19 +538,25 @@ void Classifier::scan(std::span<const PacketView> views, std::span<const Parsed>
   using V6 = std::integral_constant<unsigned, 4>;
   using AddressesOnly = std::true_type;
   using EveryField = std::false_type;
-  for (std::size_t i = 0; i < views.size(); ++i) {
-    const Parsed& p = parsed[i];
-    if (p.error != ParseError::none || p.l3 == L3::none) {
-      rules[i] = kNoRule;
-      continue;
+  // The loop in four forms, each family's scan chosen once a burst, not a packet.
+  const auto each = [&](auto addresses_only4, auto addresses_only6) __attribute__((always_inline)) {
+    for (std::size_t i = 0; i < views.size(); ++i) {
+      const Parsed& p = parsed[i];
+      const std::uint16_t family = error_and_l3(p);
+      if (family == kIpv4Parsed) [[likely]]
+        rules[i] = first_match(V4{}, addresses_only4, scan4_, p, views[i].port);
+      else if (family == kIpv6Parsed)
+        rules[i] = first_match(V6{}, addresses_only6, scan6_, p, views[i].port);
+      else
+        rules[i] = kNoRule;  // malformed or not IP
     }
-    const std::uint32_t port = views[i].port;
-    if (p.l3 == L3::ipv6)
-      rules[i] = addresses_only6_ ? first_match(V6{}, AddressesOnly{}, scan6_, p, port)
-                                  : first_match(V6{}, EveryField{}, scan6_, p, port);
-    else
-      rules[i] = addresses_only4_ ? first_match(V4{}, AddressesOnly{}, scan4_, p, port)
-                                  : first_match(V4{}, EveryField{}, scan4_, p, port);
+  };
+  if (addresses_only4_) {
+    if (addresses_only6_) each(AddressesOnly{}, AddressesOnly{});
+    else each(AddressesOnly{}, EveryField{});
+  } else {
+    if (addresses_only6_) each(EveryField{}, AddressesOnly{});
+    else each(EveryField{}, EveryField{});
   }
 }
 
@@ -562,10 +568,9 @@ void Classifier::look_up(std::span<const PacketView> views, std::span<const Pars
   const ExactMatch* tables[kMaxBurst];
   for (std::size_t i = 0; i < views.size(); ++i) {
     const Parsed& p = parsed[i];
-    tables[i] = nullptr;
-    if (p.error != ParseError::none || p.l3 == L3::none) continue;
-    tables[i] = p.l3 == L3::ipv6 ? exact6_.get() : exact4_.get();
-    if (tables[i] == nullptr) continue;
+    const std::uint16_t family = error_and_l3(p);
+    tables[i] = family == kIpv4Parsed ? exact4_.get() : family == kIpv6Parsed ? exact6_.get() : nullptr;
+    if (tables[i] == nullptr) continue;  // malformed, not IP, or no entry of its family
     const std::uint32_t vlan_dscp = (p.has_vlan ? kTaggedBit : 0) | (std::uint32_t{p.vlan_id} << kVlanShift) | p.dscp;
     hashes[i] = tables[i]->hash(p, views[i].port, vlan_dscp, keys[i]);
     tables[i]->prefetch(hashes[i]);

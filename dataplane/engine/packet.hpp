@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 namespace tricolor::dataplane {
@@ -72,6 +73,19 @@ struct Parsed {
 static_assert(sizeof(Parsed) == 54, "a burst builds 32 of these: tcp_flags fills what was padding");
 static_assert(offsetof(Parsed, dst_port) == offsetof(Parsed, src_port) + sizeof(Parsed::src_port),
               "the two ports are one 32-bit word: see swap_port_bytes");
+
+// A parse's error and L3 as one 16-bit word (the two bytes lie side by side): an IP packet parsed
+// without error is one comparison with kIpv4Parsed or kIpv6Parsed, not a test of each (issue 23).
+inline std::uint16_t error_and_l3(const Parsed& p) noexcept {
+  static_assert(offsetof(Parsed, error) == 0 && offsetof(Parsed, l3) == 1 && std::endian::native == std::endian::little);
+  std::uint16_t word;
+  std::memcpy(&word, &p, sizeof word);
+  return word;
+}
+inline constexpr std::uint16_t kIpv4Parsed = static_cast<std::uint16_t>(static_cast<unsigned>(L3::ipv4) << 8 |
+                                                                        static_cast<unsigned>(ParseError::none));
+inline constexpr std::uint16_t kIpv6Parsed = static_cast<std::uint16_t>(static_cast<unsigned>(L3::ipv6) << 8 |
+                                                                        static_cast<unsigned>(ParseError::none));
 
 // Two ports as one 32-bit word, source first, between the frame's byte order and Parsed's (host, on a
 // little-endian machine): the word's byte swap swaps each port's bytes and the two ports, the rotation
