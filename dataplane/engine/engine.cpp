@@ -505,9 +505,11 @@ Expected<bool> Engine::prepare(const Policy& policy, const EngineLimits& limits,
     c.shape_queue = queue;
     c.length = rule.length;
     for (std::size_t in = 0; in < 3; ++in)
-      for (std::size_t out = 0; out < 3; ++out)
+      for (std::size_t out = 0; out < 3; ++out) {
         c.action[in][out] = (rule.input != InputColor::blind && rule.on_pair[in][out]) ? *rule.on_pair[in][out]
                                                                                        : rule.on_color[out];
+        c.action_does[3 * in + out] = action_does::of(c.action[in][out]);
+      }
     if (rule.input == InputColor::mapped) {
       if (rule.pcp_map) {
         c.has_pcp_map = true;

@@ -222,12 +222,24 @@ void catch_up_shared(policer::AggregateMeter& meter, std::uint64_t& generation, 
 
 // ---- the set ----
 
+// What an Action does, as bits (CompiledRule::action_does): it drops the packet; it rewrites the frame
+// (a DSCP remark or a PCP set; never with a drop, which rewrites nothing).
+namespace action_does {
+inline constexpr std::uint8_t drop = 1, rewrite = 2;
+inline constexpr std::uint8_t of(const Action& a) noexcept {
+  return a.drop ? drop : a.dscp || a.pcp ? rewrite : 0;
+}
+}  // namespace action_does
+
 // A rule as a worker runs it.
 struct CompiledRule {
   std::uint32_t slot = 0;  // the rule's stable number in the control side's registry (its name's)
   InputColor input = InputColor::blind;
   MeteredLength length;
   std::array<std::array<Action, 3>, 3> action{};  // [input][output]
+  // What each of those does, for the packet path: a byte per pair, [3 x input + output], instead of
+  // reading three fields of a 40-byte Action a packet (issue 23). Made with `action` (engine.cpp).
+  std::array<std::uint8_t, 9> action_does{};  // ActionDoes bits
   // Shaping rules (red shape max-delay D): D in ticks, at least 1; 0: the rule polices.
   std::uint32_t shape_max_delay = 0;
   std::uint32_t shape_queue = 0;  // queue N; 0: bounded only by the daemon's wheel

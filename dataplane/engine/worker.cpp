@@ -578,7 +578,12 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       const std::uint32_t bytes = l2_bytes(burst[i]);
       ++packets[color];
       bytes_by_color[color] += bytes;
-      apply(burst[i], parsed[i], cr.action[static_cast<std::size_t>(in_k[k])][color], v);
+      const std::size_t in = static_cast<std::size_t>(in_k[k]);
+      // apply(), from the pair's bits: the Action itself read only to rewrite.
+      const std::uint8_t does = cr.action_does[3 * in + color];
+      if (does & action_does::rewrite) [[unlikely]]
+        rewrite(burst[i], parsed[i], cr.action[in][color], v);
+      v.drop = (does & action_does::drop) != 0;
       if (v.drop) {
         ++dropped;
         dropped_bytes += bytes;
