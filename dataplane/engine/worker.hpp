@@ -167,13 +167,14 @@ inline std::uint32_t l2_bytes(const PacketView& view) noexcept {
 // every metered packet (a call cost 1.5 ns a packet, issue 23).
 inline std::uint32_t metered_length(const PacketView& view, const Parsed& parsed, const MeteredLength& length) noexcept {
   constexpr std::int64_t kL1OverheadBytes = 24;  // preamble and SFD 8, inter-frame gap 12, FCS 4
-  std::int64_t base = 0;
+  // An L3 length (16 bits) plus a 32-bit adjustment cannot pass UINT32_MAX: only the floor is tested.
+  static_assert(std::int64_t{UINT16_MAX} + INT32_MAX <= std::int64_t{UINT32_MAX});
   switch (length.base) {
-    case LengthBase::l1: base = std::int64_t{l2_bytes(view)} + kL1OverheadBytes; break;
-    case LengthBase::l2: base = l2_bytes(view); break;
-    case LengthBase::l3: base = parsed.l3_length; break;
+    case LengthBase::l3: return static_cast<std::uint32_t>(std::max<std::int64_t>(std::int64_t{parsed.l3_length} + length.adjust, 0));
+    case LengthBase::l2: return static_cast<std::uint32_t>(std::clamp<std::int64_t>(std::int64_t{l2_bytes(view)} + length.adjust, 0, UINT32_MAX));
+    case LengthBase::l1: break;
   }
-  return static_cast<std::uint32_t>(std::clamp<std::int64_t>(base + length.adjust, 0, UINT32_MAX));
+  return static_cast<std::uint32_t>(std::clamp<std::int64_t>(std::int64_t{l2_bytes(view)} + kL1OverheadBytes + length.adjust, 0, UINT32_MAX));
 }
 
 }  // namespace tricolor::dataplane
