@@ -239,7 +239,7 @@ struct CompiledRule {
   std::array<std::array<Action, 3>, 3> action{};  // [input][output]
   // What each of those does, for the packet path: a byte per pair, [3 x input + output], instead of
   // reading three fields of a 40-byte Action a packet (issue 23). Made with `action` (engine.cpp).
-  std::array<std::uint8_t, 9> action_does{};  // ActionDoes bits
+  std::array<std::uint8_t, 9> action_does{};  // action_does::drop, action_does::rewrite
   // Shaping rules (red shape max-delay D): D in ticks, at least 1; 0: the rule polices.
   std::uint32_t shape_max_delay = 0;
   std::uint32_t shape_queue = 0;  // queue N; 0: bounded only by the daemon's wheel
