@@ -62,16 +62,13 @@ Expected<std::unique_ptr<MemoryOnlyEal>> MemoryOnlyEal::init(const std::string& 
   }
   // The EAL pins the calling thread to the main lcore; a tool should keep the affinity it was given.
   if (have_affinity) sched_setaffinity(0, sizeof saved, &saved);
-  std::unique_ptr<MemoryOnlyEal> eal(new MemoryOnlyEal());
-  // With --no-shconf the runtime directory is empty but still created: removed after the cleanup.
-  eal->runtime_dir_ = std::make_unique<EalRuntimeDirectory>();
-  return eal;
+  // With --no-shconf the runtime directory is created but nothing is put in it: removed now, so that a
+  // process that ends without its destructors (a death test's child, a tool's exit()) leaves none.
+  rmdir(rte_eal_get_runtime_dir());
+  return std::unique_ptr<MemoryOnlyEal>(new MemoryOnlyEal());
 }
 
-MemoryOnlyEal::~MemoryOnlyEal() {
-  rte_eal_cleanup();
-  runtime_dir_.reset();
-}
+MemoryOnlyEal::~MemoryOnlyEal() { rte_eal_cleanup(); }
 
 std::uint64_t MemoryOnlyEal::tsc_hz() const noexcept { return rte_get_tsc_hz(); }
 

@@ -1,7 +1,8 @@
 #pragma once
 // DPDK's EAL in memory-only form, for tools and tests that use DPDK libraries (rte_acl, rte_hash)
 // without ports: no hugepages, no shared configuration files, no PCI scan, no telemetry socket, and a
-// private file prefix whose runtime directory is removed on exit. One per process.
+// private file prefix whose runtime directory, left empty, is removed as soon as the EAL is up. One per
+// process.
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -41,7 +42,6 @@ class MemoryOnlyEal {
 
  private:
   MemoryOnlyEal() = default;
-  std::unique_ptr<EalRuntimeDirectory> runtime_dir_;
 };
 
 }  // namespace tricolor::dataplane

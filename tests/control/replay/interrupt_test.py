@@ -103,6 +103,10 @@ with tempfile.TemporaryDirectory(prefix="tricolor-interrupt-") as tmp:
     done = int(match.group(1)) if match else -1
     expect("SIGINT: stopped before the end", 0 < done < PACKETS, done)
     expect("SIGINT: the progress line is cleared before the message", "\r\x1b[K" in text)
+    # Its memory-only EAL's runtime directory went as soon as the EAL was up, however the process ends.
+    runtime = os.path.join("/var/run" if os.geteuid() == 0 else os.environ.get("XDG_RUNTIME_DIR", "/tmp"), "dpdk",
+                           f"tricolor-replay-{run.pid}")
+    expect("SIGINT: no DPDK runtime directory left", not os.path.exists(runtime), runtime)
     records = pcap_records(outputs["pcap"])
     expect("SIGINT: the pcap's records are whole, one per packet forwarded", records is not None and 0 < records <= done,
            (records, done))
