@@ -133,12 +133,23 @@ def read_pcap_frames(path):
     return frames
 
 
-def runtime_dir(args):
-    """The DPDK runtime directory of a process started with these EAL arguments (its --file-prefix, or
-    DPDK's default "rte"): under /var/run/dpdk for root, else the user's runtime directory."""
-    prefix = next((a.split("=", 1)[1] for a in args if a.startswith("--file-prefix=")), "rte")
+def prefix_runtime_dir(prefix):
+    """Where DPDK keeps the runtime files of a --file-prefix: under /var/run/dpdk for root, else the
+    user's runtime directory."""
     base = "/var/run" if os.geteuid() == 0 else os.environ.get("XDG_RUNTIME_DIR", "/tmp")
     return os.path.join(base, "dpdk", prefix)
+
+
+def runtime_dir(args):
+    """The DPDK runtime directory of a process started with these EAL arguments (its --file-prefix, in
+    either form, or DPDK's default "rte")."""
+    prefix = "rte"
+    for i, a in enumerate(args):
+        if a.startswith("--file-prefix="):
+            prefix = a.split("=", 1)[1]
+        elif a == "--file-prefix" and i + 1 < len(args):
+            prefix = args[i + 1]
+    return prefix_runtime_dir(prefix)
 
 
 def run_through(args, done, label="tricolord", limit_s=60):

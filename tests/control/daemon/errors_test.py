@@ -46,7 +46,7 @@ def case(name, args, status, *phrases, check=None, absent=()):
     if check is not None and (problem := check()):
         problems.append(problem)
     # Whatever failed, after the EAL started or while it did: its runtime directory does not outlive it.
-    if any(a.startswith("--file-prefix=") for a in args) and os.path.exists(runtime := daemon_capture.runtime_dir(args)):
+    if any(a.startswith("--file-prefix") for a in args) and os.path.exists(runtime := daemon_capture.runtime_dir(args)):
         problems.append(f"{runtime} left behind")
     if problems:
         failures.append(f"{name}: {'; '.join(problems)}\n--- it said:\n{said}")

@@ -18,6 +18,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/control/
+import daemon_capture  # noqa: E402
+
 replay = sys.argv[1]
 failures = []
 PACKETS = 2_000_000
@@ -104,8 +107,7 @@ with tempfile.TemporaryDirectory(prefix="tricolor-interrupt-") as tmp:
     expect("SIGINT: stopped before the end", 0 < done < PACKETS, done)
     expect("SIGINT: the progress line is cleared before the message", "\r\x1b[K" in text)
     # Its memory-only EAL's runtime directory went as soon as the EAL was up, however the process ends.
-    runtime = os.path.join("/var/run" if os.geteuid() == 0 else os.environ.get("XDG_RUNTIME_DIR", "/tmp"), "dpdk",
-                           f"tricolor-replay-{run.pid}")
+    runtime = daemon_capture.prefix_runtime_dir(f"tricolor-replay-{run.pid}")
     expect("SIGINT: no DPDK runtime directory left", not os.path.exists(runtime), runtime)
     records = pcap_records(outputs["pcap"])
     expect("SIGINT: the pcap's records are whole, one per packet forwarded", records is not None and 0 < records <= done,
