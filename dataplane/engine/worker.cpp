@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <new>
+#include <type_traits>
 
 #include "dataplane/engine/actions.hpp"
 #include "dataplane/engine/parse.hpp"
@@ -189,12 +190,17 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
     using Algo = decltype(algo);
     // The loop over the burst's keys, given how a key's meter decides: policing's check, or shaping's
     // (two copies of the loop, so that policing's carries no test of shaping per packet).
-    const auto each = [&](auto&& decide) __attribute__((always_inline)) {
+    // `plain`: every key has its meter, no flows are counted and no key has changes to catch up on
+    // (the usual burst), so that none of the three is tested per packet.
+    const auto each_of = [&](auto plain_constant, auto&& decide) __attribute__((always_inline)) {
+      constexpr bool plain = decltype(plain_constant)::value;
       for (std::size_t k = 0; k < n; ++k) {
         KeyedMeters::Entry* e = entries[k];
-        if (e == nullptr) continue;
+        if constexpr (!plain) {
+          if (e == nullptr) continue;
+        }
         KeyedMeters::begin_write(*e);
-        if (flows != nullptr) [[unlikely]] {
+        if (!plain && flows != nullptr) [[unlikely]] {
           if (!track_flow(rule, *flows, table, *e, parsed[packets[k]], times[k], tally)) {
             // A refused flow's packet: the rule's flow-excess color (red by default), unmetered (its
             // key's meter is not charged for it).
@@ -207,7 +213,7 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
             continue;
           }
         }
-        if (e->state.last < changed_at) [[unlikely]]
+        if (!plain && e->state.last < changed_at) [[unlikely]]
           catch_up(e->state, times[k]);
         const Color color = decide(e->state, k);
         const auto c = static_cast<std::size_t>(color);
@@ -217,6 +223,7 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
         out[k] = color;
       }
     };
+    const auto each = [&](auto&& decide) __attribute__((always_inline)) { each_of(std::false_type{}, decide); };
     if constexpr (policer::kShapes<Algo>) {
       if (max_delay != 0) [[unlikely]] {  // a shaping rule: green now or later, or late (red)
         if (mine.ledger != nullptr) {  // queue N: bounded on this worker, whichever key a packet is of
@@ -239,10 +246,13 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
         return;
       }
     }
-    each([&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
+    const auto police = [&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
       return blind ? policer::check_blind<Algo>(state, profile, times[k], lengths[k])
                    : policer::check_aware<Algo>(state, profile, times[k], lengths[k], in[k]);
-    });
+    };
+    // A key's state is never older than 0, so a changed_at of 0 asks nothing of any key.
+    if (full == 0 && flows == nullptr && changed_at == 0) each_of(std::true_type{}, police);
+    else each_of(std::false_type{}, police);
   });
   if (flows != nullptr) [[unlikely]] {
     if (tally.opened != 0) counters.flows_opened.add(tally.opened);
@@ -417,34 +427,60 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   std::uint32_t other_rules = 0;
   static constexpr Verdict kFresh{};  // copied from memory: a temporary built field by field on the
                                       // stack and read back whole stalled every packet on store forwarding
-  for (std::size_t i = 0; i < n; ++i) {
-    verdicts[i] = kFresh;
-    // The classifier (and the flow cache) gives kNoRule to every frame that is malformed or not IP, and
-    // a handed packet has a rule: one test for the three default reasons.
-    if (rule[i] == kNoRule) [[unlikely]] {
-      const DefaultReason reason = parsed[i].error != ParseError::none ? DefaultReason::malformed
-                                   : parsed[i].l3 == L3::none          ? DefaultReason::non_ip
-                                                                       : DefaultReason::no_match;
-      take_default(set, burst[i], parsed[i], reason, verdicts[i]);
-      continue;
-    }
-    const CompiledRule& cr = set.rules[rule[i]];
-    if (cr.per_key.kind != KeyKind::none) {
-      make_key(cr.key_shape, parsed[i], keys[i]);
-      if (cr.placement == Placement::by_key_hash && !placed) {
-        const unsigned owner = set.owners->owner(keys[i]);
-        if (owner != id_) {
-          verdicts[i].handoff = true;
-          verdicts[i].owner = static_cast<std::uint16_t>(owner);
-          verdicts[i].rule = rule[i];
-          continue;
-        }
+  // A packet whose key another worker owns is marked for it; true if so.
+  const auto hand_off = [&](std::size_t i) __attribute__((always_inline)) {
+    const unsigned owner = set.owners->owner(keys[i]);
+    if (owner == id_) return false;
+    verdicts[i].handoff = true;
+    verdicts[i].owner = static_cast<std::uint16_t>(owner);
+    verdicts[i].rule = rule[i];
+    return true;
+  };
+  // Every packet of the burst matched one rule (a set of one rule, or one flow's packets): the rule's
+  // fields are read once, into locals, and no packet is tested for the default. Locals, because the
+  // key is stored as bytes, which may alias anything: fields read through the rule would be loaded
+  // again for every packet.
+  std::uint32_t differ = 0;
+  for (std::size_t i = 1; i < n; ++i) differ |= rule[i] ^ rule[0];
+  if (differ == 0 && rule[0] != kNoRule) {
+    const CompiledRule& cr = set.rules[rule[0]];
+    const KeyShape shape = cr.key_shape;
+    const MeteredLength length = cr.length;
+    const bool keyed = cr.per_key.kind != KeyKind::none;
+    const bool placing = keyed && cr.placement == Placement::by_key_hash && !placed;
+    const bool blind = cr.input == InputColor::blind;
+    for (std::size_t i = 0; i < n; ++i) {
+      verdicts[i] = kFresh;
+      if (keyed) {
+        make_key(shape, parsed[i], keys[i]);
+        if (placing && hand_off(i)) continue;
       }
+      lengths[i] = metered_length(burst[i], parsed[i], length);
+      in[i] = blind ? Color::green : input_color(cr, parsed[i]);
+      order[metered++] = static_cast<std::uint8_t>(i);
     }
-    lengths[i] = metered_length(burst[i], parsed[i], cr.length);
-    in[i] = cr.input == InputColor::blind ? Color::green : input_color(cr, parsed[i]);
-    other_rules |= rule[i] ^ rule[0];
-    order[metered++] = static_cast<std::uint8_t>(i);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      verdicts[i] = kFresh;
+      // The classifier (and the flow cache) gives kNoRule to every frame that is malformed or not IP, and
+      // a handed packet has a rule: one test for the three default reasons.
+      if (rule[i] == kNoRule) [[unlikely]] {
+        const DefaultReason reason = parsed[i].error != ParseError::none ? DefaultReason::malformed
+                                     : parsed[i].l3 == L3::none          ? DefaultReason::non_ip
+                                                                         : DefaultReason::no_match;
+        take_default(set, burst[i], parsed[i], reason, verdicts[i]);
+        continue;
+      }
+      const CompiledRule& cr = set.rules[rule[i]];
+      if (cr.per_key.kind != KeyKind::none) {
+        make_key(cr.key_shape, parsed[i], keys[i]);
+        if (cr.placement == Placement::by_key_hash && !placed && hand_off(i)) continue;
+      }
+      lengths[i] = metered_length(burst[i], parsed[i], cr.length);
+      in[i] = cr.input == InputColor::blind ? Color::green : input_color(cr, parsed[i]);
+      other_rules |= rule[i] ^ rule[0];
+      order[metered++] = static_cast<std::uint8_t>(i);
+    }
   }
   const bool one_rule =
       other_rules == 0 || std::all_of(order, order + metered, [&](std::uint8_t i) { return rule[i] == rule[order[0]]; });
