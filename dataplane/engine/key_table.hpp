@@ -133,6 +133,8 @@ class KeyTable {
   // The key's hash under this table's own secret (key_table_detail::SecretHash): keys cannot be
   // chosen offline to collide.
   std::uint64_t hash(const Key& key) const noexcept { return hash_(key); }
+  // The same of a key whose words past the first two are zero (an IPv4 meter key), from those two.
+  std::uint64_t hash_of_pair(std::uint64_t first, std::uint64_t second) const noexcept { return hash_.of_pair(first, second); }
 
   // The index line acquire() reads first (the key's home slot and the rest of its cache line).
   void prefetch(std::uint64_t hash) const noexcept { __builtin_prefetch(slots_ + (hash & mask_), 0, 3); }

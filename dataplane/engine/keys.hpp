@@ -72,7 +72,10 @@ struct KeyShape {
 // stored whole: a key built by narrower stores and read back as words by the hash stalls on store
 // forwarding (secret_hash.hpp). Always inlined: with two callers on the packet path (the per-key loop
 // and max-flows' flow key) GCC made it a call, 4% of tricolord's worker samples (issue 23).
-[[gnu::always_inline]] inline void make_key(const KeyShape& shape, const Parsed& p, MeterKey& key) noexcept {
+// `pair`, if given: an IPv4 key's first two words (native order), its others being zero; returns
+// whether the key is such a key (IPv4), so that a caller may hash it from registers (SecretHash::of_pair).
+[[gnu::always_inline]] inline bool make_key(const KeyShape& shape, const Parsed& p, MeterKey& key,
+                                            std::uint64_t* pair) noexcept {
   using namespace key_layout;
   static_assert(std::endian::native == std::endian::little, "the words below are little-endian");
   const bool ipv6 = p.l3 == L3::ipv6;
@@ -88,12 +91,20 @@ struct KeyShape {
     const std::uint64_t words[kKeySize / 8] = {head, (std::uint64_t{s} | std::uint64_t{d} << 32) & shape.ipv4_addresses_mask,
                                                0, 0, 0};
     std::memcpy(key.data(), words, sizeof words);
-    return;
+    if (pair != nullptr) {
+      pair[0] = words[0];
+      pair[1] = words[1];
+    }
+    return true;
   }
   key.fill(0);
   std::memcpy(key.data(), &head, sizeof head);
   if (detail::has_src(shape.kind)) detail::copy_masked(key.data() + src, p.src.data(), 16, shape.ipv6_prefix);
   if (detail::has_dst(shape.kind)) detail::copy_masked(key.data() + dst(true), p.dst.data(), 16, shape.ipv6_prefix);
+  return false;
+}
+[[gnu::always_inline]] inline void make_key(const KeyShape& shape, const Parsed& p, MeterKey& key) noexcept {
+  make_key(shape, p, key, nullptr);
 }
 // The same from the rule's definition (the slow path, tests, tricolor-replay's key list).
 [[gnu::always_inline]] inline void make_key(const PerKey& per, const Parsed& p, MeterKey& key) noexcept {

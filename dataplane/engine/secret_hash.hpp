@@ -65,9 +65,14 @@ class SecretHash {
     if constexpr (kKeyWords > 2) {
       std::uint64_t tail = 0;
       for (std::size_t i = 2; i < kKeyWords; ++i) tail |= words[i];
-      if (tail == 0) return mix(static_cast<U128>(words[0] + secret_[0]) * (words[1] + secret_[1]) + zero_tail_);
+      if (tail == 0) return of_pair(words[0], words[1]);
     }
     return of_words(words);
+  }
+  // The same of a key whose words past the first two are zero, given those two (native order): for a
+  // caller that has just built such a key and holds its words.
+  std::uint64_t of_pair(std::uint64_t first, std::uint64_t second) const noexcept {
+    return mix(static_cast<U128>(first + secret_[0]) * (second + secret_[1]) + zero_tail_);
   }
   // The same of a key held as words (native order): for a caller that builds its key word by word
   // (a key built by narrower stores and read back as words stalls on store forwarding).

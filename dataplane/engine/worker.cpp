@@ -133,7 +133,8 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
                                 std::span<const MeterKey> keys, std::span<const PacketView> burst,
                                 std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
                                 std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
-                                std::span<Verdict> verdicts, std::span<const Parsed> parsed) noexcept {
+                                std::span<Verdict> verdicts, std::span<const Parsed> parsed,
+                                const std::uint64_t* hashed) noexcept {
   const CompiledRule& rule = set.rules[r];
   const WorkerRule& mine = set.worker_rule(r, id_);
   KeyedMeters& table = *mine.keys;
@@ -148,12 +149,17 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
   // A pipeline over the burst: hash every key (made by process()) and prefetch its index line; then,
   // as those lines arrive, prefetch the entry each names; then look each key up (creating or renewing
   // its meter); then meter each packet on its own meter. Memory is waited for once a stage, not a key.
-  std::uint64_t hashes[kMaxBurst];
+  // `hashed`: the keys' hashes in the group's order, their index lines prefetched (process() does
+  // both as it makes the keys of a burst all of this rule).
+  std::uint64_t own_hashes[kMaxBurst];
   KeyedMeters::Entry* entries[kMaxBurst];
-  for (std::size_t k = 0; k < n; ++k) {
-    hashes[k] = table.hash(keys[packets[k]]);
-    table.prefetch(hashes[k]);
+  if (hashed == nullptr) {
+    for (std::size_t k = 0; k < n; ++k) {
+      own_hashes[k] = table.hash(keys[packets[k]]);
+      table.prefetch(own_hashes[k]);
+    }
   }
+  const std::uint64_t* const hashes = hashed != nullptr ? hashed : own_hashes;
   for (std::size_t k = 0; k < n; ++k) table.prefetch_entry(hashes[k]);
   std::uint64_t created = 0, renewed = 0, full = 0;
   for (std::size_t k = 0; k < n; ++k) {
@@ -442,18 +448,28 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   // again for every packet.
   std::uint32_t differ = 0;
   for (std::size_t i = 1; i < n; ++i) differ |= rule[i] ^ rule[0];
-  if (differ == 0 && rule[0] != kNoRule) {
+  const bool uniform = differ == 0 && rule[0] != kNoRule;
+  std::uint64_t key_hashes[kMaxBurst];  // a uniform burst's, in the order metered (its one group's)
+  if (uniform) {
     const CompiledRule& cr = set.rules[rule[0]];
     const KeyShape shape = cr.key_shape;
     const MeteredLength length = cr.length;
     const bool keyed = cr.per_key.kind != KeyKind::none;
     const bool placing = keyed && cr.placement == Placement::by_key_hash && !placed;
     const bool blind = cr.input == InputColor::blind;
+    // The key's table, whose index line is fetched as soon as the key is made: the hash of a key just
+    // stored is worked out from the words still in registers (for an IPv4 key, with its zero tail
+    // known), and the line has the rest of this pass to come.
+    KeyedMeters* const table = keyed ? set.worker_rule(rule[0], id_).keys : nullptr;
     for (std::size_t i = 0; i < n; ++i) {
       verdicts[i] = kFresh;
       if (keyed) {
-        make_key(shape, parsed[i], keys[i]);
+        std::uint64_t pair[2];
+        const bool ipv4 = make_key(shape, parsed[i], keys[i], pair);
         if (placing && hand_off(i)) continue;
+        const std::uint64_t hash = ipv4 ? table->hash_of_pair(pair[0], pair[1]) : table->hash(keys[i]);
+        key_hashes[metered] = hash;
+        table->prefetch(hash);
       }
       lengths[i] = metered_length(burst[i], parsed[i], length);
       in[i] = blind ? Color::green : input_color(cr, parsed[i]);
@@ -536,7 +552,8 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
                      blind ? std::span<const Color>() : in_k, {out, count});
     } else {
       table_full = meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), times_k, lengths_k,
-                               in_k, {out, count}, {delays, shaping ? count : 0}, verdicts, {parsed, n});
+                               in_k, {out, count}, {delays, shaping ? count : 0}, verdicts, {parsed, n},
+                               uniform ? key_hashes : nullptr);
     }
 
     // Hierarchy: the packets the child did not mark red go on to the parent, color-aware with the

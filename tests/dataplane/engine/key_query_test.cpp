@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "dataplane/engine/key_query.hpp"
 
@@ -68,6 +69,29 @@ TEST(KeyQuery, AnIpv4KeyLiesInItsFirstSixteenBytes) {
   make_key(per(KeyKind::five_tuple), packet("10.0.0.2", "10.0.0.1", 1, 1, 6), b);
   make_key(per(KeyKind::five_tuple), packet("10.0.0.2", "10.0.0.1", 2, 1, 6), c);
   EXPECT_TRUE(key_less(a, b) && key_less(b, c) && !key_less(c, a) && !key_less(a, a));
+}
+
+// The packet path's form of make_key: an IPv4 key's first two words as it stored them (the worker hashes
+// them from registers), and the same key as the plain form; an IPv6 key is not such a key.
+TEST(KeyQuery, TheWordsOfAnIpv4KeyAreTheKeysFirstSixteenBytes) {
+  const Parsed packets[] = {packet("10.1.2.3", "192.0.2.7", 1000, 53, ip_protocol::udp),
+                            packet("255.255.255.255", "255.255.255.254", 65535, 65534, 255),
+                            packet("2001:db8::1", "2001:db8:ffff::2", 40000, 443, ip_protocol::tcp)};
+  for (const KeyKind kind : {KeyKind::src, KeyKind::dst, KeyKind::src_dport, KeyKind::five_tuple})
+    for (const std::uint8_t prefix : {std::uint8_t{32}, std::uint8_t{20}})
+      for (const Parsed& p : packets) {
+        MeterKey plain, key;
+        make_key(per(kind, prefix), p, plain);
+        std::uint64_t pair[2] = {~0ull, ~0ull};
+        const bool ipv4 = make_key(KeyShape(per(kind, prefix)), p, key, pair);
+        EXPECT_EQ(key, plain) << key_text(per(kind, prefix), key);
+        EXPECT_EQ(ipv4, p.l3 == L3::ipv4);
+        if (!ipv4) continue;
+        std::uint64_t words[2];
+        std::memcpy(words, key.data(), sizeof words);
+        EXPECT_EQ(pair[0], words[0]) << key_text(per(kind, prefix), key);
+        EXPECT_EQ(pair[1], words[1]) << key_text(per(kind, prefix), key);
+      }
 }
 
 TEST(KeyQuery, AnAddressInsideTheKeysPrefixNamesIt) {
