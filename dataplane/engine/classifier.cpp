@@ -463,6 +463,12 @@ Expected<std::unique_ptr<Classifier>> Classifier::build(std::span<const Rule> ru
       c->scanned_ = true;
       c->addresses_only4_ = std::all_of(entries4.begin(), entries4.end(), addresses_and_protocol_only);
       c->addresses_only6_ = std::all_of(entries6.begin(), entries6.end(), addresses_and_protocol_only);
+      if (entries4.size() == 1 && entries6.empty() && c->addresses_only4_) {
+        const ScanEntry& e = entries4.front();
+        c->only_ = OnlyEntry{.src = htonl(e.src[0]), .src_mask = htonl(e.src_mask[0]), .dst = htonl(e.dst[0]),
+                             .dst_mask = htonl(e.dst_mask[0]), .protocol = e.protocol,
+                             .protocol_mask = e.protocol_mask, .rule = e.rule};
+      }
       c->scan4_ = std::move(entries4);
       c->scan6_ = std::move(entries6);
       return std::move(c);
@@ -510,7 +516,7 @@ void Classifier::scan(std::span<const PacketView> views, std::span<const Parsed>
   // packet, callgrind, issue 23). `addresses_only`: the family's entries test addresses and protocol
   // alone, so the other fields are neither gathered nor compared (one IPv4 entry: 59 instructions a
   // packet before, 35 after; callgrind, issue 23).
-  const auto first_match = [](auto words_constant, auto addresses_only_constant, auto entries,
+  const auto first_match = [](auto words_constant, auto addresses_only_constant, std::span<const ScanEntry> entries,
                               const Parsed& p, std::uint32_t port) __attribute__((always_inline)) {
     constexpr unsigned words = decltype(words_constant)::value;
     constexpr bool addresses_only = decltype(addresses_only_constant)::value;
@@ -544,27 +550,19 @@ void Classifier::scan(std::span<const PacketView> views, std::span<const Parsed>
       const Parsed& p = parsed[i];
       const std::uint16_t family = error_and_l3(p);
       if (family == kIpv4Parsed) [[likely]]
-        rules[i] = first_match(V4{}, addresses_only4, std::span<const ScanEntry>(scan4_), p, views[i].port);
+        rules[i] = first_match(V4{}, addresses_only4, scan4_, p, views[i].port);
       else if (family == kIpv6Parsed)
-        rules[i] = first_match(V6{}, addresses_only6, std::span<const ScanEntry>(scan6_), p, views[i].port);
+        rules[i] = first_match(V6{}, addresses_only6, scan6_, p, views[i].port);
       else
         rules[i] = kNoRule;  // malformed or not IP
     }
   };
-  // One IPv4 entry and no IPv6 one (a set of one rule, as the daemon benchmark's): the entry copied to
-  // the stack, where no store to `rules` can alias it, so that its fields stay in registers for the
-  // burst instead of being loaded again for every packet.
-  if (scan4_.size() == 1 && scan6_.empty()) {
-    const ScanEntry only = scan4_.front();
-    const std::span<const ScanEntry, 1> one(&only, 1);
-    const auto each_one = [&](auto addresses_only4) __attribute__((always_inline)) {
-      for (std::size_t i = 0; i < views.size(); ++i) {
-        const Parsed& p = parsed[i];
-        rules[i] = error_and_l3(p) == kIpv4Parsed ? first_match(V4{}, addresses_only4, one, p, views[i].port) : kNoRule;
-      }
-    };
-    if (addresses_only4_) each_one(AddressesOnly{});
-    else each_one(EveryField{});
+  // One IPv4 entry of addresses and protocol, no IPv6 one (a set of one rule, as the daemon
+  // benchmark's): the entry copied to the stack, where no store to `rules` can alias it, so that its
+  // fields stay in registers for the burst instead of being loaded again for every packet.
+  if (only_) {
+    const OnlyEntry only = *only_;
+    for (std::size_t i = 0; i < views.size(); ++i) rules[i] = only.classify(parsed[i]);
     return;
   }
   if (addresses_only4_) {

@@ -22,7 +22,9 @@
 // under that shape finds its rule (exact_match.hpp), the first that matches, as the trie would.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -83,6 +85,26 @@ class Classifier {
   // failed to parse match nothing. At most kMaxBurst packets.
   void classify(std::span<const PacketView> views, std::span<const Parsed> parsed, std::span<std::uint32_t> rules) const;
 
+  // A set of one IPv4 entry that tests addresses and protocol alone, and no IPv6 entry (a set of one
+  // rule such as `dst 172.16.0.0/16 proto udp`): a test a caller can make on each packet as it parses
+  // it, giving what classify() gives. Its values and masks in network byte order, as Parsed holds
+  // the addresses.
+  struct OnlyEntry {
+    std::uint32_t src = 0, src_mask = 0, dst = 0, dst_mask = 0;
+    std::uint8_t protocol = 0, protocol_mask = 0;
+    std::uint32_t rule = 0;
+    [[gnu::always_inline]] std::uint32_t classify(const Parsed& p) const noexcept {
+      std::uint32_t s, d;
+      std::memcpy(&s, p.src.data(), sizeof s);
+      std::memcpy(&d, p.dst.data(), sizeof d);
+      const bool hit = error_and_l3(p) == kIpv4Parsed && (p.protocol & protocol_mask) == protocol &&
+                       (s & src_mask) == src && (d & dst_mask) == dst;
+      return hit ? rule : kNoRule;
+    }
+  };
+  // The set's only entry, or nullptr if it has another form.
+  const OnlyEntry* only_entry() const noexcept { return only_ ? &*only_ : nullptr; }
+
   std::size_t entries() const noexcept { return entries_; }  // entries after merging, both families
   bool scanned() const noexcept { return scanned_; }          // no trie: the entries are scanned in order
   bool hashed() const noexcept { return exact4_ != nullptr || exact6_ != nullptr; }  // no trie: one shape
@@ -114,6 +136,7 @@ class Classifier {
   // A family whose entries all leave ports, ingress port, VLAN and DSCP open (as `dst 10.0.0.0/8 proto
   // udp` does) is scanned on its addresses and protocol alone.
   bool addresses_only4_ = false, addresses_only6_ = false;
+  std::optional<OnlyEntry> only_;  // scanned, one IPv4 entry of addresses and protocol, no IPv6 one
   std::unique_ptr<ExactMatch> exact4_, exact6_;  // one shape: a hash table per family (none: no entry)
 };
 

@@ -382,21 +382,40 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   std::uint32_t lengths[kMaxBurst];
   Color in[kMaxBurst];
   std::uint64_t earliest = UINT64_MAX, latest = 0;
-  const auto take = [&](std::size_t i) __attribute__((always_inline)) {
-    // Built in place (guaranteed elision): a returned temporary copied over stalled on store
-    // forwarding, as the verdicts below did.
-    ::new (static_cast<void*>(&parsed[i])) Parsed(parse(burst[i]));
-    times[i] = burst[i].arrival;
-    earliest = std::min(earliest, times[i]);
-    latest = std::max(latest, times[i]);
+  // Packets handed over by the workers that received them under this very set keep the rule they
+  // matched there; any other burst is classified.
+  std::uint32_t rule[kMaxBurst];
+  const auto generation = static_cast<std::uint32_t>(set.generation);
+  const bool placed = !handed.empty() && std::all_of(handed.begin(), handed.begin() + static_cast<std::ptrdiff_t>(n),
+                                                     [&](const Handed& h) { return h.generation == generation; });
+  // A set of one IPv4 entry (Classifier::OnlyEntry) is matched as each packet is parsed, its fields
+  // just stored, rather than by a pass of the classifier over the burst (a flow cache, which counts
+  // its lookups, is not bypassed).
+  const Classifier::OnlyEntry* const only = placed || flow_cache_ != nullptr ? nullptr : set.classifier->only_entry();
+  const auto parse_all = [&](auto classify_constant) __attribute__((always_inline)) {
+    constexpr bool classify = decltype(classify_constant)::value;
+    // Copied: the parse's byte stores may alias anything, so the entry's fields would be loaded again
+    // for every packet.
+    const Classifier::OnlyEntry entry = classify ? *only : Classifier::OnlyEntry{};
+    const auto take = [&](std::size_t i) __attribute__((always_inline)) {
+      // Built in place (guaranteed elision): a returned temporary copied over stalled on store
+      // forwarding, as the verdicts below did.
+      ::new (static_cast<void*>(&parsed[i])) Parsed(parse(burst[i]));
+      if constexpr (classify) rule[i] = entry.classify(parsed[i]);
+      times[i] = burst[i].arrival;
+      earliest = std::min(earliest, times[i]);
+      latest = std::max(latest, times[i]);
+    };
+    // Two loops, so that the prefetch needs no bound test a packet.
+    const std::size_t prefetching = n > kPrefetchAhead ? n - kPrefetchAhead : 0;
+    for (std::size_t i = 0; i < prefetching; ++i) {
+      __builtin_prefetch(burst[i + kPrefetchAhead].data);
+      take(i);
+    }
+    for (std::size_t i = prefetching; i < n; ++i) take(i);
   };
-  // Two loops, so that the prefetch needs no bound test a packet.
-  const std::size_t prefetching = n > kPrefetchAhead ? n - kPrefetchAhead : 0;
-  for (std::size_t i = 0; i < prefetching; ++i) {
-    __builtin_prefetch(burst[i + kPrefetchAhead].data);
-    take(i);
-  }
-  for (std::size_t i = prefetching; i < n; ++i) take(i);
+  if (only != nullptr) parse_all(std::true_type{});
+  else parse_all(std::false_type{});
   if (n == 0) return set;
   // The first burst under a new set: the changes it brought take effect now, in this worker's clock.
   first_tick_ = earliest;
@@ -407,13 +426,9 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     seen_generation_.store(set.generation, std::memory_order_relaxed);
     sweep_cursor_ = 0;
   }
-  // Packets handed over by the workers that received them under this very set keep the rule they
-  // matched there; any other burst is classified.
-  std::uint32_t rule[kMaxBurst];
-  const auto generation = static_cast<std::uint32_t>(set.generation);
-  const bool placed = !handed.empty() && std::all_of(handed.begin(), handed.begin() + static_cast<std::ptrdiff_t>(n),
-                                                     [&](const Handed& h) { return h.generation == generation; });
-  if (placed) {
+  if (only != nullptr) {
+    // Classified as parsed.
+  } else if (placed) {
     for (std::size_t i = 0; i < n; ++i) rule[i] = handed[i].rule;
   } else if (flow_cache_ != nullptr) {
     flow_cache_->classify(*set.classifier, set.generation, burst.first(n), std::span<const Parsed>(parsed, n),

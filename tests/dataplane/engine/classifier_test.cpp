@@ -227,6 +227,49 @@ TEST(ClassifierScanned, AgreesWithTheFirstMatchScanWithOneFamilyOnAddressesAndPr
   agrees_with_the_scan(32, false, SIZE_MAX, Fields::ipv4_addresses_and_protocol);
 }
 
+// A set of one IPv4 rule on addresses and protocol (the daemon benchmark's shape) has its one entry
+// offered to the worker, which matches each packet against it as it parses (Classifier::OnlyEntry):
+// that test and classify() both give the first match. Any other set offers none.
+TEST(ClassifierScanned, TheOnlyEntryOfASetOfOneIpv4RuleGivesTheFirstMatch) {
+  Rng rng{41};
+  std::size_t matched = 0, checked = 0;
+  for (int round = 0; round < 200; ++round) {
+    Rule rule;
+    do rule = random_rule(rng, 0, false, Fields::ipv4_addresses_and_protocol);
+    while (!(rule.match.src && !rule.match.src->ipv6) && !(rule.match.dst && !rule.match.dst->ipv6));  // IPv4 only
+    const std::vector<Rule> rules{rule};
+    auto classifier = Classifier::build(rules);
+    ASSERT_TRUE(classifier.ok()) << classifier.error().message;
+    const Classifier::OnlyEntry* only = (*classifier)->only_entry();
+    ASSERT_NE(only, nullptr) << "round " << round;
+    same_as_first_match(rng, **classifier, rules, "round " + std::to_string(round), matched, checked);
+    if (HasFatalFailure()) return;
+    for (int i = 0; i < 64; ++i) {
+      PacketView view;
+      const Parsed p = random_packet(rng, rules, view);
+      ASSERT_EQ(only->classify(p), first_match(rules, view, p)) << "round " << round << ", packet " << i;
+    }
+  }
+  EXPECT_GT(matched, checked / 3);
+  EXPECT_GT(checked, 1000u);
+  // Not one IPv4 entry of addresses and protocol: no only entry.
+  Rule ported;
+  ported.name = "ported";
+  ported.match.dst = Prefix{.address = {10, 0, 0, 0}, .length = 8};
+  ported.match.dst_ports = {{53, 53}};
+  Rule both_families;  // no prefix: an entry in each family
+  both_families.name = "any";
+  both_families.match.protocol = 17;
+  Rule two = ported;
+  two.match.dst_ports.clear();
+  for (const std::vector<Rule>& rules : {std::vector<Rule>{ported}, std::vector<Rule>{both_families},
+                                         std::vector<Rule>{two, two}, std::vector<Rule>{}}) {
+    auto classifier = Classifier::build(rules);
+    ASSERT_TRUE(classifier.ok());
+    EXPECT_EQ((*classifier)->only_entry(), nullptr) << rules.size() << " rules";
+  }
+}
+
 // By default a rule set of up to kDefaultScanEntries entries is scanned, a bigger one goes in the trie
 // (rules of several shapes: the hash cannot take them).
 TEST(ClassifierScanned, ByDefaultOnlyAFewEntriesAreScanned) {
