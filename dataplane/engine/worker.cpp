@@ -167,9 +167,11 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
     const std::uint64_t now = times[k];
     entries[k] = table.acquire_with(
         keys[packets[k]], hashes[k], now, [&] { return policer::full_state(profile, now); }, outcome);
-    created += outcome == KeyedMeters::Outcome::created;
-    renewed += outcome == KeyedMeters::Outcome::renewed;
-    full += outcome == KeyedMeters::Outcome::full;
+    if (outcome != KeyedMeters::Outcome::found) [[unlikely]] {  // a key found: the usual packet
+      created += outcome == KeyedMeters::Outcome::created;
+      renewed += outcome == KeyedMeters::Outcome::renewed;
+      full += outcome == KeyedMeters::Outcome::full;
+    }
   }
   if (created != 0) {
     counters.keys_created.add(created);
@@ -620,50 +622,57 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     const bool keyed = cr.per_key.kind != KeyKind::none;
     std::uint64_t packets[3] = {}, bytes_by_color[3] = {}, dropped = 0, dropped_bytes = 0, held = 0, overflow = 0;
     std::size_t skipped = 0;  // unmetered packets (fallen back, not to the aggregate meter)
-    for (std::size_t k = 0; k < count; ++k) {
-      const std::size_t i = group[k];
-      Verdict& v = verdicts[i];
-      v.rule = r;
-      v.in = in_k[k];
-      v.metered_length = lengths_k[k];
-      // Read only where a packet of the group found the table full (no load per packet otherwise).
-      const bool fell_back = table_full != 0 && v.table_full;
-      v.keyed = keyed && !fell_back;  // a key's meter (or its flow limit) decided it
-      if (fell_back && unmetered(v, cr.per_key.fallback)) [[unlikely]] {
-        // Unmetered: the policy's default action, or a drop.
-        if (cr.per_key.fallback == KeyFallback::drop) v.drop = true;
-        else apply(burst[i], parsed[i], set.default_action, v);
-        v.out = Color::red;  // reported, not counted per color: the packet was not metered
+    // The loop in two forms: `usual`, no packet of the group found its key table full and the rule
+    // does not shape, so that neither is tested per packet; any other group.
+    const auto finish = [&](auto usual_constant) __attribute__((always_inline)) {
+      constexpr bool usual = decltype(usual_constant)::value;
+      for (std::size_t k = 0; k < count; ++k) {
+        const std::size_t i = group[k];
+        Verdict& v = verdicts[i];
+        v.rule = r;
+        v.in = in_k[k];
+        v.metered_length = lengths_k[k];
+        // Read only where a packet of the group found the table full (no load per packet otherwise).
+        const bool fell_back = !usual && table_full != 0 && v.table_full;
+        v.keyed = keyed && !fell_back;  // a key's meter (or its flow limit) decided it
+        if (fell_back && unmetered(v, cr.per_key.fallback)) [[unlikely]] {
+          // Unmetered: the policy's default action, or a drop.
+          if (cr.per_key.fallback == KeyFallback::drop) v.drop = true;
+          else apply(burst[i], parsed[i], set.default_action, v);
+          v.out = Color::red;  // reported, not counted per color: the packet was not metered
+          if (v.drop) {
+            ++dropped;
+            dropped_bytes += l2_bytes(burst[i]);
+          }
+          ++skipped;
+          continue;
+        }
+        v.out = out[k];
+        const std::size_t color = static_cast<std::size_t>(out[k]);
+        const std::uint32_t bytes = l2_bytes(burst[i]);
+        ++packets[color];
+        bytes_by_color[color] += bytes;
+        const std::size_t in = static_cast<std::size_t>(in_k[k]);
+        // apply(), from the pair's bits: the Action itself read only to rewrite.
+        const std::uint8_t does = cr.action_does[3 * in + color];
+        if (does & action_does::rewrite) [[unlikely]]
+          rewrite(burst[i], parsed[i], cr.action[in][color], v);
+        v.drop = (does & action_does::drop) != 0;
         if (v.drop) {
           ++dropped;
-          dropped_bytes += l2_bytes(burst[i]);
+          dropped_bytes += bytes;
+          if (!usual && shaping && out[k] == Color::red && delays[k] == policer::kQueueFullMark) [[unlikely]] {
+            v.queue_full = true;
+            ++overflow;
+          }
+        } else if (!usual && shaping && delays[k] != 0) [[unlikely]] {
+          v.delay = delays[k];
+          ++held;
         }
-        ++skipped;
-        continue;
       }
-      v.out = out[k];
-      const std::size_t color = static_cast<std::size_t>(out[k]);
-      const std::uint32_t bytes = l2_bytes(burst[i]);
-      ++packets[color];
-      bytes_by_color[color] += bytes;
-      const std::size_t in = static_cast<std::size_t>(in_k[k]);
-      // apply(), from the pair's bits: the Action itself read only to rewrite.
-      const std::uint8_t does = cr.action_does[3 * in + color];
-      if (does & action_does::rewrite) [[unlikely]]
-        rewrite(burst[i], parsed[i], cr.action[in][color], v);
-      v.drop = (does & action_does::drop) != 0;
-      if (v.drop) {
-        ++dropped;
-        dropped_bytes += bytes;
-        if (shaping && out[k] == Color::red && delays[k] == policer::kQueueFullMark) [[unlikely]] {
-          v.queue_full = true;
-          ++overflow;
-        }
-      } else if (shaping && delays[k] != 0) [[unlikely]] {
-        v.delay = delays[k];
-        ++held;
-      }
-    }
+    };
+    if (table_full == 0 && !shaping) finish(std::true_type{});
+    else finish(std::false_type{});
     for (std::size_t c = 0; c < 3; ++c) {
       if (packets[c] == 0) continue;
       counters.packets[c].add(packets[c]);
