@@ -72,8 +72,8 @@ struct KeyShape {
 // stored whole: a key built by narrower stores and read back as words by the hash stalls on store
 // forwarding (secret_hash.hpp). Always inlined: with two callers on the packet path (the per-key loop
 // and max-flows' flow key) GCC made it a call, 4% of tricolord's worker samples (issue 23).
-// `pair`, if given: an IPv4 key's first two words (native order), its others being zero; returns
-// whether the key is such a key (IPv4), so that a caller may hash it from registers (SecretHash::of_pair).
+// `pair`, if given: the key's first two words (native order), all that is not zero of an IPv4 key;
+// returns whether the key is IPv4, so that a caller may hash it from registers (SecretHash::of_pair).
 [[gnu::always_inline]] inline bool make_key(const KeyShape& shape, const Parsed& p, MeterKey& key,
                                             std::uint64_t* pair) noexcept {
   using namespace key_layout;
@@ -101,6 +101,7 @@ struct KeyShape {
   std::memcpy(key.data(), &head, sizeof head);
   if (detail::has_src(shape.kind)) detail::copy_masked(key.data() + src, p.src.data(), 16, shape.ipv6_prefix);
   if (detail::has_dst(shape.kind)) detail::copy_masked(key.data() + dst(true), p.dst.data(), 16, shape.ipv6_prefix);
+  if (pair != nullptr) std::memcpy(pair, key.data(), 2 * sizeof *pair);
   return false;
 }
 [[gnu::always_inline]] inline void make_key(const KeyShape& shape, const Parsed& p, MeterKey& key) noexcept {
