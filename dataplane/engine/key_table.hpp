@@ -171,6 +171,17 @@ class KeyTable {
   template <class MakeFresh>
   Entry* acquire_with(const Key& key, std::uint64_t hash, std::uint64_t now, MakeFresh&& make_fresh,
                       Outcome& outcome) noexcept {
+    Entry* e = find_or_create(key, hash, make_fresh, outcome);
+    if (outcome == Outcome::found && renew_if_idle(*e, now, make_fresh)) outcome = Outcome::renewed;
+    return e;
+  }
+
+  // acquire_with() in two steps, for a caller that looks up a burst's keys first and meters their
+  // packets after: find_or_create() finds the key or creates it (Outcome found, created or full, never
+  // renewed), and renew_if_idle() renews it at each packet's own turn, so that a key's packet is idle
+  // or not by the key's packet before it, also one earlier in the same burst. True if renewed.
+  template <class MakeFresh>
+  Entry* find_or_create(const Key& key, std::uint64_t hash, MakeFresh&& make_fresh, Outcome& outcome) noexcept {
     const auto tag = static_cast<std::uint32_t>(hash >> 32);
     const std::size_t home = hash & mask_;
     // One slot at a time. Comparing a whole index line of tags at once (SSE2) was measured: it saves
@@ -183,12 +194,17 @@ class KeyTable {
       if (static_cast<std::uint32_t>(s >> 32) == tag) {
         Entry* e = entry_at(static_cast<std::uint32_t>(s) - 1);
         if (same_key(e->key, key)) [[likely]] {
-          if (expired(e->state.last, now)) [[unlikely]] return renew(*e, make_fresh(), outcome);
           outcome = Outcome::found;
           return e;
         }
       }
     }
+  }
+  template <class MakeFresh>
+  bool renew_if_idle(Entry& e, std::uint64_t now, MakeFresh&& make_fresh) noexcept {
+    if (!expired(e.state.last, now)) [[likely]] return false;
+    renew(e, make_fresh());
+    return true;
   }
 
   // The key's entry, or nullptr: a look-up that creates and renews nothing (a max-flows rule's sweep
@@ -345,11 +361,9 @@ class KeyTable {
     return w;
   }
 
-  Entry* renew(Entry& e, const policer::State& fresh, Outcome& outcome) noexcept {
+  void renew(Entry& e, const policer::State& fresh) noexcept {
     write_fresh(e, fresh);
     created_floor_ = std::min(created_floor_, fresh.last);
-    outcome = Outcome::renewed;
-    return &e;
   }
 
   static bool same_key(const Key& a, const Key& b) noexcept {

@@ -147,8 +147,9 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
   std::uint64_t changed_at = 0;
   if (rule.history != nullptr) changed_at = seen_.tick_of(rule.history->newest()).value_or(seen_.oldest_tick());
   // A pipeline over the burst: hash every key (made by process()) and prefetch its index line; then,
-  // as those lines arrive, prefetch the entry each names; then look each key up (creating or renewing
-  // its meter); then meter each packet on its own meter. Memory is waited for once a stage, not a key.
+  // as those lines arrive, prefetch the entry each names; then look each key up (creating its meter);
+  // then meter each packet on its own meter, renewing it first if idle at that packet (by the key's
+  // packet before, which may be earlier in this burst). Memory is waited for once a stage, not a key.
   // `hashed`: the keys' hashes in the group's order, their index lines prefetched (process() does
   // both as it makes the keys of a burst all of this rule).
   std::uint64_t own_hashes[kMaxBurst];
@@ -165,11 +166,10 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
   for (std::size_t k = 0; k < n; ++k) {
     KeyedMeters::Outcome outcome;
     const std::uint64_t now = times[k];
-    entries[k] = table.acquire_with(
-        keys[packets[k]], hashes[k], now, [&] { return policer::full_state(profile, now); }, outcome);
+    entries[k] = table.find_or_create(
+        keys[packets[k]], hashes[k], [&] { return policer::full_state(profile, now); }, outcome);
     if (outcome != KeyedMeters::Outcome::found) [[unlikely]] {  // a key found: the usual packet
       created += outcome == KeyedMeters::Outcome::created;
-      renewed += outcome == KeyedMeters::Outcome::renewed;
       full += outcome == KeyedMeters::Outcome::full;
     }
   }
@@ -177,7 +177,6 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
     counters.keys_created.add(created);
     touched_[touched_count_++] = &table;
   }
-  if (renewed != 0) counters.keys_renewed.add(renewed);
   // A key behind a change catches up, out of line: the ticks of the rule's history are worked out at
   // the burst's first such key and serve the others.
   ticks_.reset();
@@ -207,6 +206,9 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
         if constexpr (!plain) {
           if (e == nullptr) continue;
         }
+        const std::uint64_t now = times[k];
+        if (table.renew_if_idle(*e, now, [&] { return policer::full_state(profile, now); })) [[unlikely]]
+          ++renewed;
         KeyedMeters::begin_write(*e);
         if (!plain && flows != nullptr) [[unlikely]] {
           if (!track_flow(rule, *flows, table, *e, parsed[packets[k]], times[k], tally)) {
@@ -262,6 +264,7 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
     if (full == 0 && flows == nullptr && changed_at == 0) each_of(std::true_type{}, police);
     else each_of(std::false_type{}, police);
   });
+  if (renewed != 0) counters.keys_renewed.add(renewed);
   if (flows != nullptr) [[unlikely]] {
     if (tally.opened != 0) counters.flows_opened.add(tally.opened);
     if (tally.closed != 0) counters.flows_closed.add(tally.closed);

@@ -303,6 +303,48 @@ TEST(EngineKeys, AProfileChangeReachesEachKeyAtItsNextPacketWithLevelsKept) {
   EXPECT_EQ(h.verdicts[0].out, Color::green);
 }
 
+// A key idle past its timeout starts afresh at its next packet, and only then: within a burst whose
+// packets span more than the timeout (tricolor-replay's bursts are 32 records, whatever their times),
+// a key's later packet is idle or not by its packet before, not by the burst's start.
+TEST(EngineKeys, AKeysLaterPacketInABurstIsIdleByItsPacketBeforeNotByTheBurstsStart) {
+  Policy policy;
+  policy.profiles.push_back({"p", params_1r2c(1, 200)});  // 200 B, and next to no refill
+  policy.rules.push_back(keyed_rule("hosts", "p", kHz));  // 1 s idle timeout
+  Harness h(policy);
+  const auto burst = [&](std::vector<std::uint64_t> ticks) {  // 100-byte packets of key 10.0.0.1
+    h.frames.assign(ticks.size(), udp4(100, 1, 53));
+    h.views.clear();
+    for (std::size_t i = 0; i < ticks.size(); ++i)
+      h.views.push_back(PacketView{h.frames[i].data(), 100, 100, ticks[i], 0, 0, false});
+    h.verdicts.assign(h.views.size(), Verdict{});
+    h.engine->process(h.views, h.verdicts);
+  };
+  burst({0});  // 100 B left
+  // 0.9 s: not idle, the last 100 B. 1.5 s: 0.6 s after it, not idle either: nothing left, red.
+  burst({9 * kHz / 10, 15 * kHz / 10});
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  EXPECT_EQ(h.verdicts[1].out, Color::red);
+  EXPECT_EQ(h.engine->counters(0).keys_renewed, 0u);
+  // 2.6 s, then 2.7 s: idle at the first (1.1 s after 1.5), renewed full there; the second not.
+  burst({26 * kHz / 10, 27 * kHz / 10, 28 * kHz / 10});
+  EXPECT_EQ(h.verdicts[0].out, Color::green);
+  EXPECT_EQ(h.verdicts[1].out, Color::green);
+  EXPECT_EQ(h.verdicts[2].out, Color::red);
+  EXPECT_EQ(h.engine->counters(0).keys_renewed, 1u);
+  // A burst whose own packets are more than the timeout apart: the key is renewed at the later one.
+  burst({40 * kHz / 10, 51 * kHz / 10, 52 * kHz / 10});
+  EXPECT_EQ(h.verdicts[0].out, Color::green);  // renewed (1.2 s after 2.8 s)
+  EXPECT_EQ(h.verdicts[1].out, Color::green);  // renewed again (1.1 s after 4.0 s)
+  EXPECT_EQ(h.verdicts[2].out, Color::green);
+  EXPECT_EQ(h.engine->counters(0).keys_renewed, 3u);
+  std::uint64_t live = 0;
+  h.engine->for_each_key(0, [&](const Engine::LiveKey& key) {
+    ++live;
+    EXPECT_EQ(key.counters.packets[0], 2u);  // this life: 5.1 s and 5.2 s
+  });
+  EXPECT_EQ(live, 1u);
+}
+
 TEST(EngineKeys, ANewKeyDefinitionStartsTheKeysAgain) {
   Policy policy;
   policy.profiles.push_back({"p", params_1r2c(1000, 1000)});
