@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench/huge_page_arena.hpp"
 #include "dataplane/dpdk/eal.hpp"
 #include "dataplane/engine/engine.hpp"
 #include "dataplane/replay/splitmix64.hpp"
@@ -122,6 +123,27 @@ void BM_engine_per_key(benchmark::State& state) {
   run_engine(state, *engine, keys);
   state.counters["live_keys"] = static_cast<double>(engine->live_keys(0));
   state.counters["bytes_per_key"] = static_cast<double>(engine->key_memory_bytes(0)) / std::max<std::size_t>(1, engine->live_keys(0));
+}
+
+// BM_engine_per_key with the key table on 2 MiB pages, as the daemon's is (huge_page_arena.hpp):
+// BM_engine_per_key's tables take their 512 KiB chunks of entries from the heap, on 4 KiB pages.
+// huge_page_share: the share of the table's memory the kernel put on huge pages (0 where THP is off:
+// then the figure is BM_engine_per_key's).
+void BM_engine_per_key_huge_pages(benchmark::State& state) {
+  const auto keys = static_cast<std::uint32_t>(state.range(0));
+  const std::uint32_t capacity = std::max<std::uint32_t>(keys, 1024);
+  // The index, every chunk a full table holds, the spares, and a huge page of slack for alignment.
+  const std::size_t chunks = capacity / 4096 + 1 + KeyedMeters::kMaxSpareChunks;
+  bench::HugePageArena arena(KeyedMeters::index_bytes_for(capacity) + chunks * 4096 * sizeof(KeyedMeters::Entry) +
+                             bench::HugePageArena::kHugePage);
+  if (!arena.ok()) return state.SkipWithError("could not map the arena");
+  EngineOptions options;
+  options.memory = {&arena};
+  auto engine = Engine::create(policy(capacity), *policer::TickRate::make(rte_get_tsc_hz()), options);
+  if (!engine) return state.SkipWithError(("could not make the engine: " + engine.error().message).c_str());
+  run_engine(state, **engine, keys);
+  state.counters["live_keys"] = static_cast<double>((*engine)->live_keys(0));
+  state.counters["huge_page_share"] = arena.huge_page_share();
 }
 
 // As the daemon benchmark's policies run (bench/daemon/*.policy): BM_engine_aggregate, one aggregate
@@ -330,6 +352,7 @@ void BM_policy_update(benchmark::State& state) {
 }
 
 BENCHMARK(BM_engine_per_key)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_engine_per_key_huge_pages)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_aggregate)->Arg(4096)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_flows)->ArgsProduct({{4096, 1 << 20}, {0, 1}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_shaping)->ArgsProduct({{0, 4096, 1 << 20}, {0, 1, 2}})->Unit(benchmark::kNanosecond);
