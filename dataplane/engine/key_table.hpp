@@ -194,6 +194,10 @@ class KeyTable {
       if (static_cast<std::uint32_t>(s >> 32) == tag) {
         Entry* e = entry_at(static_cast<std::uint32_t>(s) - 1);
         if (same_key(e->key, key)) [[likely]] {
+          // The entry's second line (the state's `last`, the counters), which the caller's metering
+          // reads a pass later: prefetch_entry() fetched it, but a prefetch may be dropped where it
+          // misses the TLB, and this key's first line has just been read, so its page is in the TLB now.
+          __builtin_prefetch(reinterpret_cast<const char*>(e) + key_table_detail::kCacheLine, 1, 3);
           outcome = Outcome::found;
           return e;
         }
