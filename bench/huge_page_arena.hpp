@@ -42,7 +42,7 @@ class HugePageArena final : public dataplane::MemorySource {
   bool ok() const noexcept { return begin_ != nullptr; }
 
   void* reserve(std::size_t bytes, std::size_t align) noexcept override {
-    if (begin_ == nullptr || bytes == 0 || align == 0 || align > kMaxAlign) return nullptr;
+    if (begin_ == nullptr || bytes == 0 || align == 0 || align > kMaxAlign || (align & (align - 1)) != 0) return nullptr;
     const std::size_t at = (used_ + align - 1) & ~(align - 1);
     if (at > length_ || bytes > length_ - at) return nullptr;
     used_ = at + bytes;
