@@ -133,8 +133,9 @@ void BM_engine_per_key_huge_pages(benchmark::State& state) {
   const auto keys = static_cast<std::uint32_t>(state.range(0));
   const std::uint32_t capacity = std::max<std::uint32_t>(keys, 1024);
   // The index, every chunk a full table holds, the spares, and a huge page of slack for alignment.
-  const std::size_t chunks = capacity / 4096 + 1 + KeyedMeters::kMaxSpareChunks;
-  bench::HugePageArena arena(KeyedMeters::index_bytes_for(capacity) + chunks * 4096 * sizeof(KeyedMeters::Entry) +
+  constexpr std::size_t kChunk = key_table_detail::kChunkEntries;
+  const std::size_t chunks = capacity / kChunk + 1 + KeyedMeters::kMaxSpareChunks;
+  bench::HugePageArena arena(KeyedMeters::index_bytes_for(capacity) + chunks * kChunk * sizeof(KeyedMeters::Entry) +
                              bench::HugePageArena::kHugePage);
   if (!arena.ok()) return state.SkipWithError("could not map the arena");
   EngineOptions options;

@@ -11,7 +11,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 
 #include "dataplane/engine/memory_source.hpp"
 
@@ -66,8 +65,7 @@ class HugePageArena final : public dataplane::MemorySource {
     std::size_t kib = 0;
     while (std::fgets(line, sizeof line, smaps) != nullptr) {
       unsigned long from = 0, to = 0;
-      if (std::sscanf(line, "%lx-%lx ", &from, &to) == 2 && std::strchr(line, ':') != nullptr &&
-          std::strncmp(line, "AnonHugePages", 13) != 0) {
+      if (std::sscanf(line, "%lx-%lx ", &from, &to) == 2) {  // a mapping's first line (no field reads so)
         ours = from <= reinterpret_cast<std::uintptr_t>(begin_) && reinterpret_cast<std::uintptr_t>(begin_) < to;
         continue;
       }

@@ -325,7 +325,8 @@ TEST(EngineKeys, AKeysLaterPacketInABurstIsIdleByItsPacketBeforeNotByTheBurstsSt
   EXPECT_EQ(h.verdicts[0].out, Color::green);
   EXPECT_EQ(h.verdicts[1].out, Color::red);
   EXPECT_EQ(h.engine->counters(0).keys_renewed, 0u);
-  // 2.6 s, then 2.7 s: idle at the first (1.1 s after 1.5), renewed full there; the second not.
+  // 2.6, 2.7, 2.8 s: idle at the first (1.1 s after 1.5), renewed full there (200 B); the next two
+  // are not: the second takes the last 100 B, the third finds none.
   burst({26 * kHz / 10, 27 * kHz / 10, 28 * kHz / 10});
   EXPECT_EQ(h.verdicts[0].out, Color::green);
   EXPECT_EQ(h.verdicts[1].out, Color::green);
