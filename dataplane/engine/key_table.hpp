@@ -180,7 +180,12 @@ class KeyTable {
   // packets after: find_or_create() finds the key or creates it (Outcome found, created or full, never
   // renewed), and renew_if_idle() renews it at each packet's own turn, so that a key's packet is idle
   // or not by the key's packet before it, also one earlier in the same burst. True if renewed.
-  template <class MakeFresh>
+  // `KeyWords::two`: the caller's promise that the key's words past its first two are zero, and so are
+  // those of every key stored here whose first two words are the key's (an IPv4 meter key: its first
+  // word holds its family, and every IPv4 key's tail is zero, keys.hpp); a stored key is then compared
+  // by two words, not all of them.
+  enum class KeyWords : std::uint8_t { all, two };
+  template <KeyWords kCompared = KeyWords::all, class MakeFresh>
   Entry* find_or_create(const Key& key, std::uint64_t hash, MakeFresh&& make_fresh, Outcome& outcome) noexcept {
     const auto tag = static_cast<std::uint32_t>(hash >> 32);
     const std::size_t home = hash & mask_;
@@ -193,7 +198,7 @@ class KeyTable {
       if (s == 0) return insert(key, hash, pos, make_fresh(), outcome);
       if (static_cast<std::uint32_t>(s >> 32) == tag) {
         Entry* e = entry_at(static_cast<std::uint32_t>(s) - 1);
-        if (same_key(e->key, key)) [[likely]] {
+        if (same_key<kCompared == KeyWords::two ? 2 : kKeyWords>(e->key, key)) [[likely]] {
           // The entry's second line (the state's `last`, the counters), which the caller's metering
           // reads a pass later: prefetch_entry() fetched it, but a prefetch may be dropped where it
           // misses the TLB, and this key's first line has just been read, so its page is in the TLB now.
@@ -370,9 +375,11 @@ class KeyTable {
     created_floor_ = std::min(created_floor_, fresh.last);
   }
 
+  template <std::size_t kWords = kKeyWords>
   static bool same_key(const Key& a, const Key& b) noexcept {
+    static_assert(kWords <= kKeyWords);
     std::uint64_t differ = 0;
-    for (std::size_t i = 0; i < kKeyWords; ++i) differ |= load_word(a, i) ^ load_word(b, i);
+    for (std::size_t i = 0; i < kWords; ++i) differ |= load_word(a, i) ^ load_word(b, i);
     return differ == 0;
   }
 

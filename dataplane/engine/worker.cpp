@@ -134,7 +134,7 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
                                 std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
                                 std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
                                 std::span<Verdict> verdicts, std::span<const Parsed> parsed,
-                                const std::uint64_t* hashed) noexcept {
+                                const std::uint64_t* hashed, bool ipv4_keys) noexcept {
   const CompiledRule& rule = set.rules[r];
   const WorkerRule& mine = set.worker_rule(r, id_);
   KeyedMeters& table = *mine.keys;
@@ -151,7 +151,8 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
   // then meter each packet on its own meter, renewing it first if idle at that packet (by the key's
   // packet before, which may be earlier in this burst). Memory is waited for once a stage, not a key.
   // `hashed`: the keys' hashes in the group's order, their index lines prefetched (process() does
-  // both as it makes the keys of a burst all of this rule).
+  // both as it makes the keys of a burst all of this rule). `ipv4_keys`: every key is IPv4, so that a
+  // stored key is told from it by its first two words (KeyTable::KeyWords::two).
   std::uint64_t own_hashes[kMaxBurst];
   KeyedMeters::Entry* entries[kMaxBurst];
   if (hashed == nullptr) {
@@ -163,16 +164,21 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
   const std::uint64_t* const hashes = hashed != nullptr ? hashed : own_hashes;
   for (std::size_t k = 0; k < n; ++k) table.prefetch_entry(hashes[k]);
   std::uint64_t created = 0, renewed = 0, full = 0;
-  for (std::size_t k = 0; k < n; ++k) {
-    KeyedMeters::Outcome outcome;
-    const std::uint64_t now = times[k];
-    entries[k] = table.find_or_create(
-        keys[packets[k]], hashes[k], [&] { return policer::full_state(profile, now); }, outcome);
-    if (outcome != KeyedMeters::Outcome::found) [[unlikely]] {  // a key found: the usual packet
-      created += outcome == KeyedMeters::Outcome::created;
-      full += outcome == KeyedMeters::Outcome::full;
+  const auto look_up = [&](auto compared_constant) __attribute__((always_inline)) {
+    for (std::size_t k = 0; k < n; ++k) {
+      KeyedMeters::Outcome outcome;
+      const std::uint64_t now = times[k];
+      entries[k] = table.find_or_create<decltype(compared_constant)::value>(
+          keys[packets[k]], hashes[k], [&] { return policer::full_state(profile, now); }, outcome);
+      if (outcome != KeyedMeters::Outcome::found) [[unlikely]] {  // a key found: the usual packet
+        created += outcome == KeyedMeters::Outcome::created;
+        full += outcome == KeyedMeters::Outcome::full;
+      }
     }
-  }
+  };
+  using KeyWords = KeyedMeters::KeyWords;
+  if (ipv4_keys) look_up(std::integral_constant<KeyWords, KeyWords::two>{});
+  else look_up(std::integral_constant<KeyWords, KeyWords::all>{});
   if (created != 0) {
     counters.keys_created.add(created);
     touched_[touched_count_++] = &table;
@@ -470,6 +476,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   for (std::size_t i = 1; i < n; ++i) differ |= rule[i] ^ rule[0];
   const bool uniform = differ == 0 && rule[0] != kNoRule;
   std::uint64_t key_hashes[kMaxBurst];  // a uniform burst's, in the order metered (its one group's)
+  bool ipv4_keys = true;                 // and whether its keys are all IPv4
   if (uniform) {
     const CompiledRule& cr = set.rules[rule[0]];
     const KeyShape shape = cr.key_shape;
@@ -486,6 +493,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       if (keyed) {
         std::uint64_t pair[2];
         const bool ipv4 = make_key(shape, parsed[i], keys[i], pair);
+        ipv4_keys &= ipv4;
         if (placing && hand_off(i)) continue;
         const std::uint64_t hash = ipv4 ? table->hash_of_pair(pair[0], pair[1]) : table->hash(keys[i]);
         key_hashes[metered] = hash;
@@ -573,7 +581,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     } else {
       table_full = meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), times_k, lengths_k,
                                in_k, {out, count}, {delays, shaping ? count : 0}, verdicts, {parsed, n},
-                               uniform ? key_hashes : nullptr);
+                               uniform ? key_hashes : nullptr, uniform && ipv4_keys);
     }
 
     // Hierarchy: the packets the child did not mark red go on to the parent, color-aware with the

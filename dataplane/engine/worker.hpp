@@ -116,7 +116,7 @@ class Worker {
                           std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
                           std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
                           std::span<Verdict> verdicts, std::span<const Parsed> parsed,
-                          const std::uint64_t* hashed = nullptr) noexcept;
+                          const std::uint64_t* hashed = nullptr, bool ipv4_keys = false) noexcept;
   // A max-flows rule's packet on its key's entry (under the entry's seqlock): its flow found, opened,
   // closed or refused. Returns false if it is refused.
   struct FlowTally {  // a burst's flow events of one rule, added to its counters once

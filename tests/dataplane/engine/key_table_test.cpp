@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dataplane/engine/key_table.hpp"
+#include "dataplane/engine/keys.hpp"
 #include "tests/dataplane/engine/key_table_test_support.hpp"
 #include "tests/policer/meter_test_support.hpp"
 
@@ -210,6 +211,62 @@ void capacity_exactly(std::uint32_t capacity) {
   for (std::uint64_t id = 0; id < capacity; ++id)
     ASSERT_EQ(outcome_of(t, capacity + id, 1300), Outcome4::created) << id;
   EXPECT_EQ(outcome_of(t, 0, 1300), Outcome4::full);
+}
+
+// The worker looks a burst of IPv4 meter keys up comparing two words of each (KeyWords::two): sound
+// because an IPv4 key's family is in its first word and its tail is zero (keys.hpp). Keys of both
+// families in one table, each IPv6 key's first two words those of an IPv4 key but for the family byte,
+// all given one hash, so that every look-up compares its key with every key stored before it: the
+// two-word look-up finds every IPv4 key's own entry, the one the whole-key look-up finds, and creates
+// a new IPv4 key as the whole-key look-up would.
+TEST(KeyTable, AnIpv4KeyComparedByTwoWordsFindsItsOwnEntry) {
+  constexpr std::uint32_t kKeys = 200;
+  constexpr std::uint64_t kOneHash = 0x1234'5678'0000'0042;  // one slot and one tag for every key
+  auto table = made<Table6>(4 * kKeys, 0);
+  Table6& t = *table;
+  const KeyShape five{PerKey{.kind = KeyKind::five_tuple}};
+  const auto keys_of = [&](std::uint32_t i, MeterKey& v4, MeterKey& v6) {
+    Parsed p;
+    p.l3 = L3::ipv4;
+    p.protocol = ip_protocol::udp;
+    p.src_port = static_cast<std::uint16_t>(1000 + i);
+    p.dst_port = 53;
+    const std::uint8_t src[4] = {10, 0, static_cast<std::uint8_t>(i >> 8), static_cast<std::uint8_t>(i)};
+    const std::uint8_t dst[4] = {192, 0, 2, 1};
+    std::memcpy(p.src.data(), src, 4);
+    std::memcpy(p.dst.data(), dst, 4);
+    make_key(five, p, v4);
+    p.l3 = L3::ipv6;  // source 10.0.i.i:192.0.2.1:..., so that its key's second word is the IPv4 key's
+    std::memcpy(p.src.data() + 4, dst, 4);
+    make_key(five, p, v6);
+    ASSERT_EQ(std::memcmp(v4.data() + 1, v6.data() + 1, 15), 0);
+    ASSERT_NE(v4, v6);
+  };
+  const auto fresh = [] { return fresh_at(1); };
+  using Words = Table6::KeyWords;
+  std::vector<Table6::Entry*> v4_entries, v6_entries;
+  for (std::uint32_t i = 0; i < kKeys; ++i) {
+    MeterKey v4, v6;
+    keys_of(i, v4, v6);
+    Table6::Outcome o;
+    v6_entries.push_back(t.find_or_create(v6, kOneHash, fresh, o));
+    ASSERT_EQ(o, Table6::Outcome::created);
+    v4_entries.push_back(t.find_or_create<Words::two>(v4, kOneHash, fresh, o));  // created as a whole key would be
+    ASSERT_EQ(o, Table6::Outcome::created) << i;
+    ASSERT_NE(v4_entries.back(), v6_entries.back());
+  }
+  for (std::uint32_t i = 0; i < kKeys; ++i) {
+    MeterKey v4, v6;
+    keys_of(i, v4, v6);
+    Table6::Outcome two, all;
+    Table6::Entry* by_two = t.find_or_create<Words::two>(v4, kOneHash, fresh, two);
+    ASSERT_EQ(two, Table6::Outcome::found) << i;
+    ASSERT_EQ(by_two, v4_entries[i]) << i;
+    ASSERT_EQ(by_two, t.find_or_create(v4, kOneHash, fresh, all)) << i;
+    ASSERT_EQ(by_two->key, v4) << i;
+    ASSERT_EQ(t.find(v6, kOneHash), v6_entries[i]) << i;
+  }
+  EXPECT_EQ(t.size(), 2 * kKeys);
 }
 
 TEST(KeyTable, CapacityExactlyHonoured) {
