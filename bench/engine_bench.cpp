@@ -2,7 +2,9 @@
 // meter, counters, actions) in bursts of 32, with 1, 4 Ki, 64 Ki, 1 Mi and 16 Mi live keys visited in
 // random order; beside it the bare meter check (policer::check_blind on as many states, same order,
 // same prefetch distance) from the foundation benchmark, so that the cost of everything around the
-// meter shows; and the key-flood rates: every packet a new key, into an empty table and into a full
+// meter shows; the memory floor (the lines a key table of as many keys touches a packet, reached in the
+// same order and stages with nothing else done), so that what is memory and what is work shows; and
+// the key-flood rates: every packet a new key, into an empty table and into a full
 // one (the fallback); and a policy change with 10 Ki rules, with and without a classifier build. As
 // the daemon benchmark runs them: one aggregate rule, and the per-key rule at the default capacity.
 //
@@ -12,6 +14,8 @@
 
 #include <rte_cycles.h>
 
+#include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <string>
 #include <memory>
@@ -277,6 +281,57 @@ void BM_bare_meter(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations() * kBurst), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+// What this machine's memory allows a per-key packet at <keys> keys, with nothing else to do: the
+// memory a key table of that many keys touches (an index of 2 x keys 8-byte slots, 128-byte entries,
+// both on the huge-page arena), reached as BM_engine_per_key's look-ups reach it, in the same random
+// key order: per burst of 32, each key's index line prefetched, then the entry its slot names (both
+// lines), then the entry's first line read (the key compared) and its second written (the meter and
+// the counters). No hash, parse or meter: the floor under BM_engine_per_key_huge_pages/<keys>.
+void BM_memory_floor(benchmark::State& state) {
+  const auto keys = static_cast<std::uint32_t>(state.range(0));
+  const std::size_t slots = std::bit_ceil(std::max<std::size_t>(8, 2 * std::size_t{keys}));
+  using Entry = KeyedMeters::Entry;
+  bench::HugePageArena arena(slots * sizeof(std::uint64_t) + std::size_t{keys} * sizeof(Entry) + 2 * bench::HugePageArena::kHugePage);
+  auto* index = static_cast<std::uint64_t*>(arena.reserve(slots * sizeof(std::uint64_t), 64));
+  auto* entries = static_cast<Entry*>(arena.reserve(std::size_t{keys} * sizeof(Entry), 64));
+  if (index == nullptr || entries == nullptr) return state.SkipWithError("could not map the arena");
+  const auto slot_of = [&](std::uint32_t id) { return (std::uint64_t{id} * 0x9e3779b97f4a7c15ull >> 20) & (slots - 1); };
+  for (std::uint32_t id = 0; id < keys; ++id) {  // each key in its home slot or the next free one, as the table's probing
+    std::size_t at = slot_of(id);
+    while (index[at] != 0) at = (at + 1) & (slots - 1);
+    index[at] = std::uint64_t{id} + 1;
+    entries[id].key[0] = static_cast<std::uint8_t>(id);
+  }
+  const auto& seq = sequence(keys);
+  std::size_t pos = 0;
+  std::uint64_t seen = 0;
+  for (auto _ : state) {
+    std::size_t at[kBurst];
+    Entry* e[kBurst];
+    for (std::size_t k = 0; k < kBurst; ++k) {
+      at[k] = slot_of(seq[pos + k]);
+      __builtin_prefetch(&index[at[k]], 0, 3);
+    }
+    for (std::size_t k = 0; k < kBurst; ++k) {
+      std::size_t p = at[k];
+      while (index[p] != std::uint64_t{seq[pos + k]} + 1) p = (p + 1) & (slots - 1);
+      e[k] = &entries[index[p] - 1];
+      __builtin_prefetch(e[k], 1, 3);
+      __builtin_prefetch(reinterpret_cast<const char*>(e[k]) + 64, 1, 3);
+    }
+    for (std::size_t k = 0; k < kBurst; ++k) seen += e[k]->key[0];
+    for (std::size_t k = 0; k < kBurst; ++k) {
+      ++e[k]->state.last;
+      ++e[k]->counters.packets[k % 3];
+    }
+    pos = (pos + kBurst) % kSequence;
+  }
+  benchmark::DoNotOptimize(seen);
+  state.counters["huge_page_share"] = arena.huge_page_share();
+  state.counters["ns_per_packet"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kBurst), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 // Every packet a new key. Arg 0: into a table with room (capacity 16 Mi, started empty and refilled
 // from empty whenever it fills); Arg 1: into a full table (capacity 1 Ki): every packet takes the
 // fallback (the rule's aggregate meter).
@@ -359,6 +414,7 @@ BENCHMARK(BM_engine_flows)->ArgsProduct({{4096, 1 << 20}, {0, 1}})->Unit(benchma
 BENCHMARK(BM_engine_shaping)->ArgsProduct({{0, 4096, 1 << 20}, {0, 1, 2}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_per_key_daemon_index)->Arg(4096)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_acl_rules)->ArgsProduct({{0, 1, 2}, {0, 1}, {4096, 1 << 20}})->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_memory_floor)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_bare_meter)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_key_flood)->Arg(0)->Arg(1)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_policy_update)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
