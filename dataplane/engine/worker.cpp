@@ -266,9 +266,19 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
       return blind ? policer::check_blind<Algo>(state, profile, times[k], lengths[k])
                    : policer::check_aware<Algo>(state, profile, times[k], lengths[k], in[k]);
     };
-    // A key's state is never older than 0, so a changed_at of 0 asks nothing of any key.
-    if (full == 0 && flows == nullptr && changed_at == 0) each_of(std::true_type{}, police);
-    else each_of(std::false_type{}, police);
+    // A key's state is never older than 0, so a changed_at of 0 asks nothing of any key. The usual
+    // burst's loop for a color-blind rule checks blind without testing the rule per packet.
+    if (full == 0 && flows == nullptr && changed_at == 0) {
+      if (blind) {
+        each_of(std::true_type{}, [&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
+          return policer::check_blind<Algo>(state, profile, times[k], lengths[k]);
+        });
+      } else {
+        each_of(std::true_type{}, police);
+      }
+    } else {
+      each_of(std::false_type{}, police);
+    }
   });
   if (renewed != 0) counters.keys_renewed.add(renewed);
   if (flows != nullptr) [[unlikely]] {
@@ -633,15 +643,18 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     const bool keyed = cr.per_key.kind != KeyKind::none;
     std::uint64_t packets[3] = {}, bytes_by_color[3] = {}, dropped = 0, dropped_bytes = 0, held = 0, overflow = 0;
     std::size_t skipped = 0;  // unmetered packets (fallen back, not to the aggregate meter)
-    // The loop in two forms: `usual`, no packet of the group found its key table full and the rule
-    // does not shape, so that neither is tested per packet; any other group.
-    const auto finish = [&](auto usual_constant) __attribute__((always_inline)) {
+    // The loop in three forms: `usual`, no packet of the group found its key table full and the rule
+    // does not shape, so that neither is tested per packet, and of those `green_in`, a color-blind
+    // rule's (every input color green, known, not read); any other group.
+    const auto finish = [&](auto usual_constant, auto green_in_constant) __attribute__((always_inline)) {
       constexpr bool usual = decltype(usual_constant)::value;
+      constexpr bool green_in = decltype(green_in_constant)::value;
       for (std::size_t k = 0; k < count; ++k) {
         const std::size_t i = group[k];
         Verdict& v = verdicts[i];
         v.rule = r;
-        v.in = in_k[k];
+        const Color input = green_in ? Color::green : in_k[k];
+        v.in = input;
         v.metered_length = lengths_k[k];
         // Read only where a packet of the group found the table full (no load per packet otherwise).
         const bool fell_back = !usual && table_full != 0 && v.table_full;
@@ -663,7 +676,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
         const std::uint32_t bytes = l2_bytes(burst[i]);
         ++packets[color];
         bytes_by_color[color] += bytes;
-        const std::size_t in = static_cast<std::size_t>(in_k[k]);
+        const std::size_t in = static_cast<std::size_t>(input);
         // apply(), from the pair's bits: the Action itself read only to rewrite.
         const std::uint8_t does = cr.action_does[3 * in + color];
         if (does & action_does::rewrite) [[unlikely]]
@@ -682,8 +695,12 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
         }
       }
     };
-    if (table_full == 0 && !shaping) finish(std::true_type{});
-    else finish(std::false_type{});
+    if (table_full == 0 && !shaping) {
+      if (blind) finish(std::true_type{}, std::true_type{});
+      else finish(std::true_type{}, std::false_type{});
+    } else {
+      finish(std::false_type{}, std::false_type{});
+    }
     for (std::size_t c = 0; c < 3; ++c) {
       if (packets[c] == 0) continue;
       counters.packets[c].add(packets[c]);
