@@ -292,8 +292,9 @@ void BM_memory_floor(benchmark::State& state) {
   const std::size_t slots = std::bit_ceil(std::max<std::size_t>(8, 2 * std::size_t{keys}));
   using Entry = KeyedMeters::Entry;
   bench::HugePageArena arena(slots * sizeof(std::uint64_t) + std::size_t{keys} * sizeof(Entry) + 2 * bench::HugePageArena::kHugePage);
-  auto* index = static_cast<std::uint64_t*>(arena.reserve(slots * sizeof(std::uint64_t), 64));
-  auto* entries = static_cast<Entry*>(arena.reserve(std::size_t{keys} * sizeof(Entry), 64));
+  constexpr std::size_t kLine = key_table_detail::kCacheLine;
+  auto* index = static_cast<std::uint64_t*>(arena.reserve(slots * sizeof(std::uint64_t), kLine));
+  auto* entries = static_cast<Entry*>(arena.reserve(std::size_t{keys} * sizeof(Entry), kLine));
   if (index == nullptr || entries == nullptr) return state.SkipWithError("could not map the arena");
   const auto slot_of = [&](std::uint32_t id) { return (std::uint64_t{id} * 0x9e3779b97f4a7c15ull >> 20) & (slots - 1); };
   for (std::uint32_t id = 0; id < keys; ++id) {  // each key in its home slot or the next free one, as the table's probing
@@ -317,7 +318,7 @@ void BM_memory_floor(benchmark::State& state) {
       while (index[p] != std::uint64_t{seq[pos + k]} + 1) p = (p + 1) & (slots - 1);
       e[k] = &entries[index[p] - 1];
       __builtin_prefetch(e[k], 1, 3);
-      __builtin_prefetch(reinterpret_cast<const char*>(e[k]) + 64, 1, 3);
+      __builtin_prefetch(reinterpret_cast<const char*>(e[k]) + kLine, 1, 3);
     }
     for (std::size_t k = 0; k < kBurst; ++k) seen += e[k]->key[0];
     for (std::size_t k = 0; k < kBurst; ++k) {
