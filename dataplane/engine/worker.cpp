@@ -500,20 +500,53 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     // stored is worked out from the words still in registers (for an IPv4 key, with its zero tail
     // known), and the line has the rest of this pass to come.
     KeyedMeters* const table = keyed ? set.worker_rule(rule[0], id_).keys : nullptr;
-    for (std::size_t i = 0; i < n; ++i) {
-      verdicts[i] = kFresh;
-      if (keyed) {
+    // The usual burst, a per-key rule's packets all metered here: the pass with the rule's color
+    // blindness and length base as constants, so that no packet tests them, nor whether the rule is
+    // keyed or its keys placed (a packet's place in the burst is its place in the group).
+    const auto keyed_here = [&](auto blind_constant, auto base_constant) __attribute__((always_inline)) {
+      constexpr bool color_blind = decltype(blind_constant)::value;
+      constexpr LengthBase base = decltype(base_constant)::value;
+      for (std::size_t i = 0; i < n; ++i) {
+        verdicts[i] = kFresh;
         std::uint64_t pair[2];
         const bool ipv4 = make_key(shape, parsed[i], keys[i], pair);
         ipv4_keys &= ipv4;
-        if (placing && hand_off(i)) continue;
         const std::uint64_t hash = ipv4 ? table->hash_of_pair(pair[0], pair[1]) : table->hash(keys[i]);
-        key_hashes[metered] = hash;
+        key_hashes[i] = hash;
         table->prefetch(hash);
+        lengths[i] = metered_length<base>(burst[i], parsed[i], length.adjust);
+        in[i] = color_blind ? Color::green : input_color(cr, parsed[i]);
+        order[i] = static_cast<std::uint8_t>(i);
       }
-      lengths[i] = metered_length(burst[i], parsed[i], length);
-      in[i] = blind ? Color::green : input_color(cr, parsed[i]);
-      order[metered++] = static_cast<std::uint8_t>(i);
+      metered = n;
+    };
+    const auto by_base = [&](auto blind_constant) __attribute__((always_inline)) {
+      switch (length.base) {
+        case LengthBase::l3: keyed_here(blind_constant, std::integral_constant<LengthBase, LengthBase::l3>{}); return;
+        case LengthBase::l2: keyed_here(blind_constant, std::integral_constant<LengthBase, LengthBase::l2>{}); return;
+        case LengthBase::l1: keyed_here(blind_constant, std::integral_constant<LengthBase, LengthBase::l1>{}); return;
+      }
+    };
+    if (keyed && !placing) {
+      if (blind) by_base(std::true_type{});
+      else by_base(std::false_type{});
+    } else {
+      // Any other uniform burst: a rule without keys, or one whose keys are placed by their hash.
+      for (std::size_t i = 0; i < n; ++i) {
+        verdicts[i] = kFresh;
+        if (keyed) {
+          std::uint64_t pair[2];
+          const bool ipv4 = make_key(shape, parsed[i], keys[i], pair);
+          ipv4_keys &= ipv4;
+          if (placing && hand_off(i)) continue;
+          const std::uint64_t hash = ipv4 ? table->hash_of_pair(pair[0], pair[1]) : table->hash(keys[i]);
+          key_hashes[metered] = hash;
+          table->prefetch(hash);
+        }
+        lengths[i] = metered_length(burst[i], parsed[i], length);
+        in[i] = blind ? Color::green : input_color(cr, parsed[i]);
+        order[metered++] = static_cast<std::uint8_t>(i);
+      }
     }
   } else {
     for (std::size_t i = 0; i < n; ++i) {

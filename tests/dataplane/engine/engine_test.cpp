@@ -241,6 +241,60 @@ Rule keyed_rule(std::string name, std::string profile, std::uint64_t timeout_ns 
   return r;
 }
 
+// A burst all of one per-key rule (the worker's pass with the rule's length base and color blindness
+// as constants): each packet metered at its own length, for every base and with an adjustment, with
+// and without a NIC-stripped tag, its input color as the rule says, and its key's meter charged by
+// that length (a bucket of exactly the first two packets' lengths: green, green, then red).
+TEST(EngineKeys, AOneRuleBurstIsMeteredAtItsRulesLengthAndInputColor) {
+  const std::size_t sizes[] = {100, 60, 1514};
+  const std::uint8_t dscps[] = {0, 12, 14};  // AF12 enters yellow, AF13 red (InputColor::dscp)
+  for (const LengthBase base : {LengthBase::l1, LengthBase::l2, LengthBase::l3}) {
+    for (const std::int32_t adjust : {0, -30, 4}) {
+      for (const InputColor input : {InputColor::blind, InputColor::dscp}) {
+        for (const bool stripped : {false, true}) {
+          std::uint32_t want[3];
+          for (std::size_t i = 0; i < 3; ++i) {
+            const std::int64_t l2 = static_cast<std::int64_t>(sizes[i]) + (stripped ? 4 : 0);
+            const std::int64_t at = base == LengthBase::l3   ? static_cast<std::int64_t>(sizes[i]) - 14
+                                    : base == LengthBase::l2 ? l2
+                                                             : l2 + 24;
+            want[i] = static_cast<std::uint32_t>(std::max<std::int64_t>(at + adjust, 0));
+          }
+          Policy policy;
+          policy.profiles.push_back({"p", params_1r2c(1, want[0] + want[1])});
+          Rule r = keyed_rule("keys", "p");
+          r.length = {base, adjust};
+          r.input = input;
+          policy.rules.push_back(r);
+          Harness h(policy);
+          std::vector<std::vector<std::uint8_t>> burst;
+          for (std::size_t i = 0; i < 3; ++i) burst.push_back(udp4(sizes[i], 7, 53, input == InputColor::dscp ? dscps[i] : 0));
+          h.send(burst, 1000, stripped);
+          const std::string where = "base " + std::to_string(static_cast<int>(base)) + " adjust " +
+                                    std::to_string(adjust) + (stripped ? " stripped" : "") +
+                                    (input == InputColor::blind ? " blind" : " dscp");
+          for (std::size_t i = 0; i < 3; ++i) {
+            EXPECT_EQ(h.verdicts[i].metered_length, want[i]) << where << " packet " << i;
+            EXPECT_TRUE(h.verdicts[i].keyed) << where;
+          }
+          if (input == InputColor::blind) {
+            for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(h.verdicts[i].in, Color::green) << where;
+            EXPECT_EQ(h.verdicts[0].out, Color::green) << where;
+            EXPECT_EQ(h.verdicts[1].out, Color::green) << where;
+            EXPECT_EQ(h.verdicts[2].out, want[2] == 0 ? Color::green : Color::red) << where;
+          } else {
+            EXPECT_EQ(h.verdicts[0].in, Color::green) << where;
+            EXPECT_EQ(h.verdicts[1].in, Color::yellow) << where;
+            EXPECT_EQ(h.verdicts[2].in, Color::red) << where;
+            EXPECT_EQ(h.verdicts[0].out, Color::green) << where;
+            for (std::size_t i = 1; i < 3; ++i) EXPECT_EQ(h.verdicts[i].out, Color::red) << where;  // 1R2C: not green in
+          }
+        }
+      }
+    }
+  }
+}
+
 // A rule's first and last metered ticks (stats' first_tick and last_tick) count the packets its meters
 // saw, not those a full table left unmetered (fallback drop), whether one of those is a burst's first,
 // last or only packet, and whatever order the burst's times are in.
