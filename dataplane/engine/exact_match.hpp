@@ -53,7 +53,7 @@ class ExactMatch {
              std::uint64_t{s.dst_port_exact ? p.dst_port : 0u} << 16 | (p.protocol & s.protocol_mask);
     return hash_.of_words(key);
   }
-  // Always inlined, or GCC deletes its calls (key_table.hpp says why).
+  // Always inlined, or GCC deletes its calls (key_table.hpp, KeyTable::prefetch, says why).
   [[gnu::always_inline]] void prefetch(std::uint64_t hash) const noexcept { __builtin_prefetch(&slots_[hash & mask_]); }
   std::uint32_t lookup(const std::uint64_t (&key)[kKeyWords], std::uint64_t hash) const noexcept {
     for (std::size_t pos = hash & mask_;; pos = (pos + 1) & mask_) {

@@ -58,8 +58,6 @@
 #include <new>
 #include <utility>
 
-#include <unistd.h>
-
 #include "dataplane/engine/key_chunks.hpp"
 #include "dataplane/engine/key_entry.hpp"
 #include "dataplane/engine/memory_source.hpp"
@@ -72,16 +70,6 @@ namespace key_table_detail {
 
 inline constexpr std::size_t kMinSlots = 8;       // one cache line of index
 inline constexpr std::size_t kSweepAhead = 8;     // index slots ahead whose entry a sweep prefetches
-inline constexpr std::size_t kPrefetchProbe = 4;  // slots prefetch_entry() looks at (the mean probe is 0.5)
-
-// The core's own cache (L2) as the C library reports it; 1 MiB where it reports none. Asked once.
-inline std::size_t core_cache_bytes() noexcept {
-  static const std::size_t bytes = [] {
-    const long reported = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return reported > 0 ? static_cast<std::size_t>(reported) : std::size_t{1} << 20;
-  }();
-  return bytes;
-}
 
 }  // namespace key_table_detail
 
@@ -147,31 +135,13 @@ class KeyTable {
   // The same of a key whose words past the first two are zero (an IPv4 meter key), from those two.
   std::uint64_t hash_of_pair(std::uint64_t first, std::uint64_t second) const noexcept { return hash_.of_pair(first, second); }
 
-  // The prefetches are always inlined: GCC (12) finds that a function whose only effects are
-  // prefetches has none (a prefetch touches no memory as it models it), marks it const and deletes
-  // every call to it whose result is unused, that is, every call. prefetch_entry() was so compiled
-  // away, unseen, from 35a0b1e on.
-
-  // The index line acquire() reads first (the key's home slot and the rest of its cache line).
+  // The index line acquire() reads first (the key's home slot and the rest of its cache line). Always
+  // inlined: GCC (12) finds that a function whose only effects are prefetches has none (a prefetch
+  // touches no memory as it models it), marks it const and deletes every call to it whose result is
+  // unused, that is, every call (as it did to prefetch_entry(), the entries' prefetch pass that was
+  // compiled away from 35a0b1e on: doc/benchmarks.md).
   [[gnu::always_inline]] void prefetch(std::uint64_t hash) const noexcept {
     __builtin_prefetch(slots_ + (hash & mask_), 0, 3);
-  }
-
-  // The entry acquire() will most likely find, once its index line has come (prefetch() a few keys
-  // earlier): the first slot of the probe whose tag matches, looked for within kPrefetchProbe slots,
-  // its entry's two lines fetched for writing. No key is compared; a wrong guess costs a fetch.
-  [[gnu::always_inline]] void prefetch_entry(std::uint64_t hash) const noexcept {
-    const auto tag = static_cast<std::uint32_t>(hash >> 32);
-    for (std::size_t pos = hash & mask_, left = key_table_detail::kPrefetchProbe; left > 0; --left, pos = (pos + 1) & mask_) {
-      const std::uint64_t s = slots_[pos];
-      if (s == 0) return;
-      if (static_cast<std::uint32_t>(s >> 32) == tag) {
-        const auto* e = reinterpret_cast<const char*>(entry_at(static_cast<std::uint32_t>(s) - 1));
-        __builtin_prefetch(e, 1, 3);
-        __builtin_prefetch(e + key_table_detail::kCacheLine, 1, 3);
-        return;
-      }
-    }
   }
 
   // The key's entry. Absent: a fresh entry is created (state = fresh, counters zero) if fewer than
@@ -218,9 +188,8 @@ class KeyTable {
         Entry* e = entry_at(static_cast<std::uint32_t>(s) - 1);
         if (same_key<kCompared == KeyWords::two ? 2 : kKeyWords>(e->key, key)) [[likely]] {
           // The entry's second line (the state's `last`, the counters), which the caller's metering
-          // reads a pass later: prefetch_entry() did not run where the table fits the core's cache,
-          // and a prefetch may be dropped where it misses the TLB, whereas this key's first line has
-          // just been read, so its page is in the TLB now.
+          // reads a pass later: this key's first line has just been read, so its page is in the TLB
+          // now (a prefetch that misses the TLB may be dropped).
           __builtin_prefetch(reinterpret_cast<const char*>(e) + key_table_detail::kCacheLine, 1, 3);
           outcome = Outcome::found;
           return e;
@@ -309,10 +278,6 @@ class KeyTable {
   }
 
   std::size_t size() const noexcept { return live(); }  // live keys; any thread may ask
-  // Whether the live keys' entries and index lines are more than the core's cache holds: below that,
-  // a look-up finds its lines in that cache and a pass of prefetch_entry() is only work (measured at
-  // 4 Ki keys: +6 ns a packet; at 64 Ki and 1 Mi keys it saved 4 to 7).
-  bool beyond_core_cache() const noexcept { return live() > cached_keys_; }
   std::size_t capacity() const noexcept { return capacity_; }
   std::size_t index_slots() const noexcept { return mask_ + 1; }
   // The index's memory, for tests that check it is resident.
@@ -514,8 +479,6 @@ class KeyTable {
   std::size_t live() const noexcept { return size_.load(std::memory_order_relaxed); }
   void set_live(std::size_t n) noexcept { size_.store(n, std::memory_order_relaxed); }
   std::uint32_t capacity_;
-  // Keys whose entry and index line fit the core's cache together.
-  std::size_t cached_keys_ = key_table_detail::core_cache_bytes() / (sizeof(Entry) + key_table_detail::kCacheLine);
   std::size_t hand_ = 0;       // the sweep's clock hand
   // The sweep's rounds (sweep() says how they let it rest): slots left in this round, the oldest
   // `last` it kept, whether it removed a key; the oldest key created or renewed since the round began;

@@ -146,14 +146,15 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
   // (rule_set.hpp); any other key, which is nearly all of them, costs one comparison.
   std::uint64_t changed_at = 0;
   if (rule.history != nullptr) changed_at = seen_.tick_of(rule.history->newest()).value_or(seen_.oldest_tick());
-  // A pipeline over the burst: hash every key (made by process()) and prefetch its index line; then,
-  // as those lines arrive, prefetch the entry each names (where the table is beyond the core's cache:
-  // within it, the prefetch is only work); then look each key up (creating its meter);
-  // then meter each packet on its own meter, renewing it first if idle at that packet (by the key's
-  // packet before, which may be earlier in this burst). Memory is waited for once a stage, not a key.
+  // A pipeline over the burst: hash every key (made by process()) and prefetch its index line; then
+  // look each key up (creating its meter), prefetching a found key's second line; then meter each
+  // packet on its own meter, renewing it first if idle at that packet (by the key's packet before,
+  // which may be earlier in this burst). Memory is waited for once a stage, not a key.
   // `hashed`: the keys' hashes in the group's order, their index lines prefetched (process() does
   // both as it makes the keys of a burst all of this rule). `ipv4_keys`: every key is IPv4, so that a
-  // stored key is told from it by its first two words (KeyTable::KeyWords::two).
+  // stored key is told from it by its first two words (KeyTable::KeyWords::two). A pass prefetching
+  // the entries between hashing and look-up paid in the engine benchmark at 64 Ki and 1 Mi keys but
+  // not in the daemon (doc/benchmarks.md): there is none.
   std::uint64_t own_hashes[kMaxBurst];
   KeyedMeters::Entry* entries[kMaxBurst];
   if (hashed == nullptr) {
@@ -163,8 +164,6 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
     }
   }
   const std::uint64_t* const hashes = hashed != nullptr ? hashed : own_hashes;
-  if (table.beyond_core_cache())
-    for (std::size_t k = 0; k < n; ++k) table.prefetch_entry(hashes[k]);
   std::uint64_t created = 0, renewed = 0, full = 0;
   const auto look_up = [&](auto compared_constant) __attribute__((always_inline)) {
     for (std::size_t k = 0; k < n; ++k) {

@@ -274,21 +274,6 @@ TEST(KeyTable, CapacityExactlyHonoured) {
   for (std::uint32_t capacity : {1u, 100u, 4097u}) capacity_exactly<Table6>(capacity);
 }
 
-// The entry prefetch pass runs once the live keys' entries and index lines outgrow the core's cache,
-// and stops when expiry brings them back under it.
-TEST(KeyTable, BeyondTheCoreCacheOnceTheLiveKeysOutgrowIt) {
-  constexpr std::uint64_t kIdle = 1000;
-  const std::size_t fitting = key_table_detail::core_cache_bytes() / (sizeof(Table4::Entry) + 64);
-  auto table = made<Table4>(static_cast<std::uint32_t>(fitting + 10), kIdle);
-  Table4& t = *table;
-  for (std::uint64_t id = 0; id < fitting; ++id) ASSERT_EQ(outcome_of(t, id, 100), Outcome4::created);
-  EXPECT_FALSE(t.beyond_core_cache());
-  ASSERT_EQ(outcome_of(t, fitting, 200), Outcome4::created);
-  EXPECT_TRUE(t.beyond_core_cache());
-  EXPECT_EQ(sweep_all(t, 100 + kIdle), fitting);  // all but the last key idle
-  EXPECT_FALSE(t.beyond_core_cache());
-}
-
 TEST(KeyTable, IdleKeyRenewedOnlyAtTheTimeout) {
   constexpr std::uint64_t kIdle = 1000;
   auto table = made<Table4>(10, kIdle);
