@@ -677,14 +677,17 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     const bool keyed = cr.per_key.kind != KeyKind::none;
     std::uint64_t packets[3] = {}, bytes_by_color[3] = {}, dropped = 0, dropped_bytes = 0, held = 0, overflow = 0;
     std::size_t skipped = 0;  // unmetered packets (fallen back, not to the aggregate meter)
-    // The loop in three forms: `usual`, no packet of the group found its key table full and the rule
-    // does not shape, so that neither is tested per packet, and of those `green_in`, a color-blind
-    // rule's (every input color green, known, not read); any other group.
-    const auto finish = [&](auto usual_constant, auto green_in_constant) __attribute__((always_inline)) {
+    // The loop in forms: `usual`, no packet of the group found its key table full and the rule does
+    // not shape, so that neither is tested per packet, and of those `green_in`, a color-blind rule's
+    // (every input color green, known, not read), and `in_order`, a group that is the whole burst in
+    // its order (its k-th packet the burst's k-th, not looked up); any other group.
+    const auto finish = [&](auto usual_constant, auto green_in_constant, auto in_order_constant)
+                            __attribute__((always_inline)) {
       constexpr bool usual = decltype(usual_constant)::value;
       constexpr bool green_in = decltype(green_in_constant)::value;
+      constexpr bool in_order = decltype(in_order_constant)::value;
       for (std::size_t k = 0; k < count; ++k) {
-        const std::size_t i = group[k];
+        const std::size_t i = in_order ? k : group[k];
         Verdict& v = verdicts[i];
         v.rule = r;
         const Color input = green_in ? Color::green : in_k[k];
@@ -730,10 +733,14 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       }
     };
     if (table_full == 0 && !shaping) {
-      if (blind) finish(std::true_type{}, std::true_type{});
-      else finish(std::true_type{}, std::false_type{});
+      const auto usual = [&](auto green_in_constant) __attribute__((always_inline)) {
+        if (whole_burst) finish(std::true_type{}, green_in_constant, std::true_type{});
+        else finish(std::true_type{}, green_in_constant, std::false_type{});
+      };
+      if (blind) usual(std::true_type{});
+      else usual(std::false_type{});
     } else {
-      finish(std::false_type{}, std::false_type{});
+      finish(std::false_type{}, std::false_type{}, std::false_type{});
     }
     for (std::size_t c = 0; c < 3; ++c) {
       if (packets[c] == 0) continue;
