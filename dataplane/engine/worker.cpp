@@ -15,6 +15,19 @@ namespace {
 constexpr std::size_t kPrefetchAhead = 4;      // frames whose first line is fetched while parsing
 constexpr std::size_t kSweepBudget = 64;       // key-table index slots examined per burst
 
+// A rule's property in a loop's constant forms: known (a std::integral_constant), or read as it goes.
+struct Varies {};
+template <class Known, class T>
+T known_or(Known, T value) noexcept {
+  if constexpr (std::is_same_v<Known, Varies>) return value;
+  else return Known::value;
+}
+template <class Base>
+std::uint32_t length_of(Base, const PacketView& view, const Parsed& parsed, const MeteredLength& length) noexcept {
+  if constexpr (std::is_same_v<Base, Varies>) return metered_length(view, parsed, length);
+  else return metered_length<Base::value>(view, parsed, length.adjust);
+}
+
 // A new key that found its rule's table full and whose fallback is not the aggregate meter: no meter
 // saw it, so it skips the parent and takes the default action or a drop.
 bool unmetered(const Verdict& v, KeyFallback fallback) noexcept {
@@ -499,53 +512,44 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     // stored is worked out from the words still in registers (for an IPv4 key, with its zero tail
     // known), and the line has the rest of this pass to come.
     KeyedMeters* const table = keyed ? set.worker_rule(rule[0], id_).keys : nullptr;
-    // The usual burst, a per-key rule's packets all metered here: the pass with the rule's color
-    // blindness and length base as constants, so that no packet tests them, nor whether the rule is
-    // keyed or its keys placed (a packet's place in the burst is its place in the group).
-    const auto keyed_here = [&](auto blind_constant, auto base_constant) __attribute__((always_inline)) {
-      constexpr bool color_blind = decltype(blind_constant)::value;
-      constexpr LengthBase base = decltype(base_constant)::value;
+    // The pass in constant forms for the usual burst, a per-key rule's packets all metered here
+    // (`here`): the rule's color blindness and length base constants, so that no packet tests them,
+    // nor whether the rule is keyed or its keys placed, and a packet's place in the burst its place in
+    // the group. Any other uniform burst (a rule without keys, or keys placed by their hash) reads
+    // them as it goes (Varies).
+    const auto pass = [&](auto here_constant, auto blind_constant, auto base_constant) __attribute__((always_inline)) {
+      constexpr bool here = decltype(here_constant)::value;
       for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t at = here ? i : metered;  // the packet's place in the group
         verdicts[i] = kFresh;
-        std::uint64_t pair[2];
-        const bool ipv4 = make_key(shape, parsed[i], keys[i], pair);
-        ipv4_keys &= ipv4;
-        const std::uint64_t hash = ipv4 ? table->hash_of_pair(pair[0], pair[1]) : table->hash(keys[i]);
-        key_hashes[i] = hash;
-        table->prefetch(hash);
-        lengths[i] = metered_length<base>(burst[i], parsed[i], length.adjust);
-        in[i] = color_blind ? Color::green : input_color(cr, parsed[i]);
-        order[i] = static_cast<std::uint8_t>(i);
+        if (here || keyed) {
+          std::uint64_t pair[2];
+          const bool ipv4 = make_key(shape, parsed[i], keys[i], pair);
+          ipv4_keys &= ipv4;
+          if (!here && placing && hand_off(i)) continue;
+          const std::uint64_t hash = ipv4 ? table->hash_of_pair(pair[0], pair[1]) : table->hash(keys[i]);
+          key_hashes[at] = hash;
+          table->prefetch(hash);
+        }
+        lengths[i] = length_of(base_constant, burst[i], parsed[i], length);
+        in[i] = known_or(blind_constant, blind) ? Color::green : input_color(cr, parsed[i]);
+        order[at] = static_cast<std::uint8_t>(i);
+        if constexpr (!here) ++metered;
       }
-      metered = n;
+      if constexpr (here) metered = n;
     };
     const auto by_base = [&](auto blind_constant) __attribute__((always_inline)) {
       switch (length.base) {
-        case LengthBase::l3: keyed_here(blind_constant, std::integral_constant<LengthBase, LengthBase::l3>{}); return;
-        case LengthBase::l2: keyed_here(blind_constant, std::integral_constant<LengthBase, LengthBase::l2>{}); return;
-        case LengthBase::l1: keyed_here(blind_constant, std::integral_constant<LengthBase, LengthBase::l1>{}); return;
+        case LengthBase::l3: pass(std::true_type{}, blind_constant, std::integral_constant<LengthBase, LengthBase::l3>{}); return;
+        case LengthBase::l2: pass(std::true_type{}, blind_constant, std::integral_constant<LengthBase, LengthBase::l2>{}); return;
+        case LengthBase::l1: pass(std::true_type{}, blind_constant, std::integral_constant<LengthBase, LengthBase::l1>{}); return;
       }
     };
     if (keyed && !placing) {
       if (blind) by_base(std::true_type{});
       else by_base(std::false_type{});
     } else {
-      // Any other uniform burst: a rule without keys, or one whose keys are placed by their hash.
-      for (std::size_t i = 0; i < n; ++i) {
-        verdicts[i] = kFresh;
-        if (keyed) {
-          std::uint64_t pair[2];
-          const bool ipv4 = make_key(shape, parsed[i], keys[i], pair);
-          ipv4_keys &= ipv4;
-          if (placing && hand_off(i)) continue;
-          const std::uint64_t hash = ipv4 ? table->hash_of_pair(pair[0], pair[1]) : table->hash(keys[i]);
-          key_hashes[metered] = hash;
-          table->prefetch(hash);
-        }
-        lengths[i] = metered_length(burst[i], parsed[i], length);
-        in[i] = blind ? Color::green : input_color(cr, parsed[i]);
-        order[metered++] = static_cast<std::uint8_t>(i);
-      }
+      pass(std::false_type{}, Varies{}, Varies{});
     }
   } else {
     for (std::size_t i = 0; i < n; ++i) {
