@@ -215,42 +215,53 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
   }
   policer::with_algorithm(profile.algorithm(), [&](auto algo) {
     using Algo = decltype(algo);
+    // This body is a function of its own (one an algorithm) that reaches meter_keyed's spans and
+    // arrays through its closure, and each packet's seqlock fence made it load them through it again,
+    // two loads a use: the loops below use its own copies of their pointers.
+    const std::size_t count = n;
+    KeyedMeters::Entry* const* const entry_at = entries;
+    const std::uint64_t* const tick_at = times.data();
+    const std::uint32_t* const length_at = lengths.data();
+    const Color* const in_at = in.data();
+    Color* const out_at = out.data();
+    const std::uint8_t* const place_at = packets.data();
+    const PacketView* const view_at = burst.data();
     // The loop over the burst's keys, given how a key's meter decides: policing's check, or shaping's
     // (two copies of the loop, so that policing's carries no test of shaping per packet).
     // `plain`: every key has its meter, no flows are counted and no key has changes to catch up on
     // (the usual burst), so that none of the three is tested per packet.
     const auto each_of = [&](auto plain_constant, auto&& decide) __attribute__((always_inline)) {
       constexpr bool plain = decltype(plain_constant)::value;
-      for (std::size_t k = 0; k < n; ++k) {
-        KeyedMeters::Entry* e = entries[k];
+      for (std::size_t k = 0; k < count; ++k) {
+        KeyedMeters::Entry* e = entry_at[k];
         if constexpr (!plain) {
           if (e == nullptr) continue;
         }
-        const std::uint64_t now = times[k];
+        const std::uint64_t now = tick_at[k];
         if (table.renew_if_idle(*e, now, [&] { return policer::full_state(profile, now); })) [[unlikely]]
           ++renewed;
         KeyedMeters::begin_write(*e);
         if (!plain && flows != nullptr) [[unlikely]] {
-          if (!track_flow(rule, *flows, table, *e, parsed[packets[k]], times[k], tally)) {
+          if (!track_flow(rule, *flows, table, *e, parsed[place_at[k]], now, tally)) {
             // A refused flow's packet: the rule's flow-excess color (red by default), unmetered (its
             // key's meter is not charged for it).
             const auto excess = static_cast<std::size_t>(rule.per_key.flow_excess);
             ++e->counters.packets[excess];
-            e->counters.bytes[excess] += l2_bytes(burst[packets[k]]);
+            e->counters.bytes[excess] += l2_bytes(view_at[place_at[k]]);
             KeyedMeters::end_write(*e);
-            out[k] = rule.per_key.flow_excess;
-            verdicts[packets[k]].flow_refused = true;
+            out_at[k] = rule.per_key.flow_excess;
+            verdicts[place_at[k]].flow_refused = true;
             continue;
           }
         }
         if (!plain && e->state.last < changed_at) [[unlikely]]
-          catch_up(e->state, times[k]);
+          catch_up(e->state, now);
         const Color color = decide(e->state, k);
         const auto c = static_cast<std::size_t>(color);
         ++e->counters.packets[c];
-        e->counters.bytes[c] += l2_bytes(burst[packets[k]]);
+        e->counters.bytes[c] += l2_bytes(view_at[place_at[k]]);
         KeyedMeters::end_write(*e);
-        out[k] = color;
+        out_at[k] = color;
       }
     };
     const auto each = [&](auto&& decide) __attribute__((always_inline)) { each_of(std::false_type{}, decide); };
@@ -261,7 +272,7 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
           queue.set_limit(rule.shape_queue);  // N as this set says: a live change may have lowered it
           each([&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
             policer::ShapeDrop drop;
-            const auto wait = policer::shape<Algo>(state, profile, times[k], lengths[k], max_delay, queue, drop);
+            const auto wait = policer::shape<Algo>(state, profile, tick_at[k], length_at[k], max_delay, queue, drop);
             delays[k] = wait ? static_cast<std::uint32_t>(*wait)
                              : drop == policer::ShapeDrop::queue_full ? policer::kQueueFullMark : 0;
             return wait ? Color::green : Color::red;
@@ -269,7 +280,7 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
           return;
         }
         each([&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
-          const auto wait = policer::shape<Algo>(state, profile, times[k], lengths[k], max_delay);
+          const auto wait = policer::shape<Algo>(state, profile, tick_at[k], length_at[k], max_delay);
           delays[k] = static_cast<std::uint32_t>(wait.value_or(0));
           return wait ? Color::green : Color::red;
         });
@@ -277,15 +288,15 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
       }
     }
     const auto police = [&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
-      return blind ? policer::check_blind<Algo>(state, profile, times[k], lengths[k])
-                   : policer::check_aware<Algo>(state, profile, times[k], lengths[k], in[k]);
+      return blind ? policer::check_blind<Algo>(state, profile, tick_at[k], length_at[k])
+                   : policer::check_aware<Algo>(state, profile, tick_at[k], length_at[k], in_at[k]);
     };
     // A key's state is never older than 0, so a changed_at of 0 asks nothing of any key. The usual
     // burst's loop for a color-blind rule checks blind without testing the rule per packet.
     if (full == 0 && flows == nullptr && changed_at == 0) {
       if (blind) {
         each_of(std::true_type{}, [&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
-          return policer::check_blind<Algo>(state, profile, times[k], lengths[k]);
+          return policer::check_blind<Algo>(state, profile, tick_at[k], length_at[k]);
         });
       } else {
         each_of(std::true_type{}, police);
