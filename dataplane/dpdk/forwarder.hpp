@@ -131,8 +131,13 @@ class Forwarder {
   std::uint16_t poll_ring(rte_ring* ring) noexcept;
   std::uint16_t poll_rings() noexcept;
   void process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Handed> handed) noexcept;
-  // Builds the burst's views (n >= 1); true when every packet came in by the first one's port.
-  bool view_all(rte_mbuf** mbufs, std::uint16_t n, PacketView* views) noexcept;
+  // What view_all() saw of a burst as it built the views.
+  struct Viewed {
+    bool one_ingress;  // every packet came in by the first one's port
+    bool no_stripped;  // no packet's VLAN tag was stripped by the NIC (none to put back)
+  };
+  // Builds the burst's views (n >= 1).
+  Viewed view_all(rte_mbuf** mbufs, std::uint16_t n, PacketView* views) noexcept;
   void stamp(rte_mbuf** mbufs, std::uint16_t n, std::uint16_t generation) noexcept;
   void hand_over(rte_mbuf** mbufs, std::uint16_t n, const Verdict* verdicts, std::uint64_t generation) noexcept;
   void transmit(std::uint16_t port, rte_mbuf** packets, std::uint16_t count) noexcept;

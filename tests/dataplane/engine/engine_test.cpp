@@ -295,6 +295,88 @@ TEST(EngineKeys, AOneRuleBurstIsMeteredAtItsRulesLengthAndInputColor) {
   }
 }
 
+// forwards_whole_burst(), by which the daemon's forwarder sends a burst without reading its verdicts:
+// true only when every verdict forwards its packet now (metered under a rule, not dropped, handed over
+// or held), and true for the usual such burst: one rule, aggregate or per key, within its rates.
+TEST(Engine, AWholeBurstIsSaidForwardedOnlyWhenEveryVerdictForwardsIt) {
+  const auto forwards_now = [](const Verdict& v) { return v.rule != kNoRule && !v.drop && !v.handoff && v.delay == 0; };
+  const auto check = [&](const Worker& worker, const std::vector<Verdict>& verdicts, bool expected, const char* what) {
+    const bool all = std::all_of(verdicts.begin(), verdicts.end(), forwards_now);
+    EXPECT_EQ(worker.forwards_whole_burst(), expected) << what;
+    if (worker.forwards_whole_burst()) {
+      EXPECT_TRUE(all) << what;
+    }
+  };
+  const auto many = [](std::size_t n, std::uint8_t host) {
+    std::vector<std::vector<std::uint8_t>> burst;
+    for (std::size_t i = 0; i < n; ++i) burst.push_back(udp4(100, host, static_cast<std::uint16_t>(1000 + i)));
+    return burst;
+  };
+  {
+    Policy policy;
+    policy.profiles.push_back({"wide", params_1r2c(1'000'000'000, 1'000'000)});
+    policy.profiles.push_back({"narrow", params_1r2c(1, 150)});
+    policy.rules.push_back(rule("wide", 1, "wide"));
+    policy.rules.push_back(rule("narrow", 3, "narrow"));
+    Rule keyed = keyed_rule("keys", "wide");
+    keyed.match.dst = rule("", 4, "").match.dst;
+    policy.rules.push_back(keyed);
+    Harness h(policy);
+    const Worker& worker = h.engine->worker(0);
+    h.send(many(32, 1), 10);
+    check(worker, h.verdicts, true, "one aggregate rule, every packet green");
+    h.send(many(8, 4), 20);
+    check(worker, h.verdicts, true, "one per-key rule, every packet green");
+    auto mixed = many(7, 1);
+    mixed.push_back(udp4(100, 2, 53));  // no rule: the default action (forward)
+    h.send(mixed, 30);
+    EXPECT_FALSE(h.verdicts.back().drop);
+    check(worker, h.verdicts, false, "a packet given the default action");
+    h.send(many(3, 3), 40);  // 150 bytes of bucket: the second and third are red, dropped
+    EXPECT_TRUE(h.verdicts[2].drop);
+    check(worker, h.verdicts, false, "red packets dropped");
+    auto two_rules = many(4, 1);
+    for (auto& f : many(4, 4)) two_rules.push_back(f);
+    h.send(two_rules, 50);
+    check(worker, h.verdicts, false, "two rules");
+    h.send({}, 60);
+    check(worker, h.verdicts, false, "no packet");
+  }
+  {
+    // A full key table's fallback drops the second key's packets.
+    Policy policy;
+    policy.profiles.push_back({"wide", params_1r2c(1'000'000'000, 1'000'000)});
+    Rule keyed = keyed_rule("keys", "wide");
+    keyed.per_key.capacity = 1;
+    keyed.per_key.fallback = KeyFallback::drop;
+    policy.rules.push_back(keyed);
+    Harness h(policy);
+    h.send({udp4(100, 1, 53), udp4(100, 2, 53)}, 10);
+    EXPECT_TRUE(h.verdicts[1].table_full);
+    check(h.engine->worker(0), h.verdicts, false, "a key the full table dropped");
+  }
+  {
+    // Two workers: a burst with packets of keys the other worker owns hands them over.
+    Policy policy;
+    policy.profiles.push_back({"wide", params_1r2c(1'000'000'000, 1'000'000)});
+    policy.rules.push_back(keyed_rule("keys", "wide"));
+    EngineOptions options;
+    options.workers = 2;
+    auto made = Engine::create(policy, *policer::TickRate::make(kHz), options);
+    ASSERT_TRUE(made.ok()) << made.error().message;
+    Engine& engine = **made;
+    std::vector<std::vector<std::uint8_t>> frames;
+    for (unsigned host = 1; host <= 32; ++host) frames.push_back(udp4(100, static_cast<std::uint8_t>(host), 53));
+    std::vector<PacketView> views;
+    for (auto& f : frames) views.push_back(PacketView{f.data(), std::uint32_t(f.size()), std::uint32_t(f.size()), 10});
+    std::vector<Verdict> verdicts(views.size());
+    engine.worker(0).process(views, verdicts);
+    ASSERT_TRUE(std::any_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return v.handoff; }));
+    check(engine.worker(0), verdicts, false, "packets handed over");
+    engine.worker(0).quiescent();
+  }
+}
+
 // A rule's first and last metered ticks (stats' first_tick and last_tick) count the packets its meters
 // saw, not those a full table left unmetered (fallback drop), whether one of those is a burst's first,
 // last or only packet, and whatever order the burst's times are in.
