@@ -115,14 +115,23 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
   auto* const verdicts = reinterpret_cast<Verdict*>(verdict_storage);
   const Viewed viewed = view_all(mbufs, n, views);
   const RuleSet& set = worker_.process(std::span<PacketView>(views, n), std::span<Verdict>(verdicts, n), handed);
-  // The usual burst of a policer within contract: every packet forwarded now, by one port, with no tag
-  // to put back and none held before it: sent as received, without a pass over the verdicts.
-  if (worker_.forwards_whole_burst() && viewed.one_ingress && viewed.no_stripped && wheel_.empty()) [[likely]] {
+  // The usual bursts of a policer: within contract, every packet forwarded now, by one port, with no
+  // tag to put back and none held before it, is sent as received; far above it, every packet dropped
+  // goes back to the pool at once. Neither needs a pass over the verdicts.
+  const Worker::WholeBurst whole = worker_.whole_burst();
+  if (whole == Worker::WholeBurst::forwarded && viewed.one_ingress && viewed.no_stripped && wheel_.empty()) [[likely]] {
     if (options_.stamp_generation) [[unlikely]]
       stamp(mbufs, n, static_cast<std::uint16_t>(set.generation));
     counters_.bursts.add(1);
     counters_.packets.add(n);
     transmit(plan_.egress[views[0].port], mbufs, n);
+    return;
+  }
+  if (whole == Worker::WholeBurst::dropped) {
+    counters_.bursts.add(1);
+    counters_.packets.add(n);
+    counters_.policy_drops.add(n);
+    rte_pktmbuf_free_bulk(mbufs, n);
     return;
   }
 

@@ -419,7 +419,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   const RuleSet& set = *published_.load(std::memory_order_acquire);
   const std::size_t n = std::min(burst.size(), kMaxBurst);
   touched_count_ = 0;
-  forwards_whole_burst_ = false;
+  whole_burst_ = WholeBurst::mixed;
   // Uninitialised: each is built in place below (zeroing 32 of them cost more than a small burst).
   alignas(Parsed) std::byte parsed_storage[sizeof(Parsed) * kMaxBurst];
   Parsed* const parsed = reinterpret_cast<Parsed*>(parsed_storage);
@@ -769,7 +769,11 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     }
     if (held != 0) counters.shaped_packets.add(held);
     // The whole burst, every packet metered here: each dropped one was counted, each held one too.
-    if (whole_burst) forwards_whole_burst_ = dropped == 0 && held == 0;
+    if (whole_burst) {
+      whole_burst_ = dropped == 0 && held == 0 ? WholeBurst::forwarded
+                     : dropped == count        ? WholeBurst::dropped
+                                               : WholeBurst::mixed;
+    }
     if (overflow != 0) [[unlikely]] counters.queue_overflow_packets.add(overflow);
     // The ticks of the group's first and last metered packets: the burst's own when it is all of them.
     if (whole_burst && skipped == 0) {

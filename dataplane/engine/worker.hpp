@@ -82,11 +82,12 @@ class Worker {
   const RuleSet& process(std::span<PacketView> burst, std::span<Verdict> verdicts,
                          std::span<const Handed> handed = {}) noexcept;
 
-  // Whether the last burst's every packet is to be forwarded now: all metered here under one rule,
-  // none dropped, held by shaping, handed over or given the default action (the verdicts say the same
-  // packet by packet). Known from the burst's counts, so that a caller sends such a burst without
-  // reading its verdicts.
-  bool forwards_whole_burst() const noexcept { return forwards_whole_burst_; }
+  // What became of the last burst as a whole, when one thing did: every packet metered here under one
+  // rule and forwarded now (none dropped, held by shaping, handed over or given the default action),
+  // or every one dropped. The verdicts say the same packet by packet; this is known from the burst's
+  // counts, so that a caller sends or frees such a burst without reading its verdicts.
+  enum class WholeBurst : std::uint8_t { mixed, forwarded, dropped };
+  WholeBurst whole_burst() const noexcept { return whole_burst_; }
 
   // Once per poll loop, between bursts: this worker holds no rule set any more (RCU).
   void quiescent() noexcept;
@@ -153,7 +154,7 @@ class Worker {
   std::atomic<std::uint64_t> seen_generation_{0};  // the same, for readers on other threads
   std::uint64_t first_tick_ = 0;  // of the current burst: the tick of changes it is the first to see
   bool one_tick_ = false;         // every packet of the current burst arrived at one tick
-  bool forwards_whole_burst_ = false;  // forwards_whole_burst()
+  WholeBurst whole_burst_ = WholeBurst::mixed;  // whole_burst()
   SeenGenerations seen_;
   std::size_t sweep_cursor_ = 0;  // into the set's per-key rules
   std::array<KeyedMeters*, kMaxBurst + 1> touched_{};  // a burst's rules' tables, and the one swept

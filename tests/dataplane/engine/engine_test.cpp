@@ -295,16 +295,21 @@ TEST(EngineKeys, AOneRuleBurstIsMeteredAtItsRulesLengthAndInputColor) {
   }
 }
 
-// forwards_whole_burst(), by which the daemon's forwarder sends a burst without reading its verdicts:
-// true only when every verdict forwards its packet now (metered under a rule, not dropped, handed over
-// or held), and true for the usual such burst: one rule, aggregate or per key, within its rates.
-TEST(Engine, AWholeBurstIsSaidForwardedOnlyWhenEveryVerdictForwardsIt) {
+// whole_burst(), by which the daemon's forwarder sends or frees a burst without reading its verdicts:
+// `forwarded` only when every verdict forwards its packet now (metered under a rule, not dropped, handed
+// over or held), `dropped` only when every verdict drops it, and each for the usual such burst: one
+// rule, aggregate or per key, within its rates or far above them.
+TEST(Engine, AWholeBurstIsSaidForwardedOrDroppedOnlyWhenEveryVerdictSaysSo) {
+  using WholeBurst = Worker::WholeBurst;
   const auto forwards_now = [](const Verdict& v) { return v.rule != kNoRule && !v.drop && !v.handoff && v.delay == 0; };
-  const auto check = [&](const Worker& worker, const std::vector<Verdict>& verdicts, bool expected, const char* what) {
-    const bool all = std::all_of(verdicts.begin(), verdicts.end(), forwards_now);
-    EXPECT_EQ(worker.forwards_whole_burst(), expected) << what;
-    if (worker.forwards_whole_burst()) {
-      EXPECT_TRUE(all) << what;
+  const auto check = [&](const Worker& worker, const std::vector<Verdict>& verdicts, WholeBurst expected,
+                         const char* what) {
+    EXPECT_EQ(worker.whole_burst(), expected) << what;
+    if (worker.whole_burst() == WholeBurst::forwarded) {
+      EXPECT_TRUE(std::all_of(verdicts.begin(), verdicts.end(), forwards_now)) << what;
+    }
+    if (worker.whole_burst() == WholeBurst::dropped) {
+      EXPECT_TRUE(std::all_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return v.drop; })) << what;
     }
   };
   const auto many = [](std::size_t n, std::uint8_t host) {
@@ -324,23 +329,26 @@ TEST(Engine, AWholeBurstIsSaidForwardedOnlyWhenEveryVerdictForwardsIt) {
     Harness h(policy);
     const Worker& worker = h.engine->worker(0);
     h.send(many(32, 1), 10);
-    check(worker, h.verdicts, true, "one aggregate rule, every packet green");
+    check(worker, h.verdicts, WholeBurst::forwarded, "one aggregate rule, every packet green");
     h.send(many(8, 4), 20);
-    check(worker, h.verdicts, true, "one per-key rule, every packet green");
+    check(worker, h.verdicts, WholeBurst::forwarded, "one per-key rule, every packet green");
     auto mixed = many(7, 1);
     mixed.push_back(udp4(100, 2, 53));  // no rule: the default action (forward)
     h.send(mixed, 30);
     EXPECT_FALSE(h.verdicts.back().drop);
-    check(worker, h.verdicts, false, "a packet given the default action");
+    check(worker, h.verdicts, WholeBurst::mixed, "a packet given the default action");
     h.send(many(3, 3), 40);  // 150 bytes of bucket: the second and third are red, dropped
+    EXPECT_FALSE(h.verdicts[0].drop);
     EXPECT_TRUE(h.verdicts[2].drop);
-    check(worker, h.verdicts, false, "red packets dropped");
+    check(worker, h.verdicts, WholeBurst::mixed, "green, then red packets dropped");
+    h.send(many(3, 3), 41);  // the bucket empty: every packet red
+    check(worker, h.verdicts, WholeBurst::dropped, "every packet red, dropped");
     auto two_rules = many(4, 1);
     for (auto& f : many(4, 4)) two_rules.push_back(f);
     h.send(two_rules, 50);
-    check(worker, h.verdicts, false, "two rules");
+    check(worker, h.verdicts, WholeBurst::mixed, "two rules");
     h.send({}, 60);
-    check(worker, h.verdicts, false, "no packet");
+    check(worker, h.verdicts, WholeBurst::mixed, "no packet");
   }
   {
     // A full key table's fallback drops the second key's packets.
@@ -353,7 +361,7 @@ TEST(Engine, AWholeBurstIsSaidForwardedOnlyWhenEveryVerdictForwardsIt) {
     Harness h(policy);
     h.send({udp4(100, 1, 53), udp4(100, 2, 53)}, 10);
     EXPECT_TRUE(h.verdicts[1].table_full);
-    check(h.engine->worker(0), h.verdicts, false, "a key the full table dropped");
+    check(h.engine->worker(0), h.verdicts, WholeBurst::mixed, "a key the full table dropped");
   }
   {
     // Two workers: a burst with packets of keys the other worker owns hands them over.
@@ -372,7 +380,7 @@ TEST(Engine, AWholeBurstIsSaidForwardedOnlyWhenEveryVerdictForwardsIt) {
     std::vector<Verdict> verdicts(views.size());
     engine.worker(0).process(views, verdicts);
     ASSERT_TRUE(std::any_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return v.handoff; }));
-    check(engine.worker(0), verdicts, false, "packets handed over");
+    check(engine.worker(0), verdicts, WholeBurst::mixed, "packets handed over");
     engine.worker(0).quiescent();
   }
 }
