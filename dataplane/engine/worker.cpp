@@ -215,7 +215,7 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
   }
   policer::with_algorithm(profile.algorithm(), [&](auto algo) {
     using Algo = decltype(algo);
-    // This body is a function of its own (one an algorithm) that reaches meter_keyed's spans and
+    // This body is a function of its own (one for each algorithm) that reaches meter_keyed's spans and
     // arrays through its closure, and each packet's seqlock fence made it load them through it again,
     // two loads a use: the loops below use its own copies of their pointers.
     const std::size_t count = n;
