@@ -5,8 +5,10 @@
 Ports: net_pcap with infinite_rx=1 (port 0: replays a capture from memory, as fast as it is polled)
 and net_null with no-rx=1 (port 1: frees what it is sent). Every program forwards port 0 -> port 1 on
 one worker lcore (core 1), its main lcore on core 0, no PCI, its own --file-prefix. Each case runs
-every program in turn, rotating the order from round to round, so that the machine's noise falls on
-all of them alike.
+every program in turn, rotating the order from round to round and reversing it every other round, so
+that the machine's noise falls on all of them alike and each pair of programs runs in both orders
+(with the order only rotated, a baseline-tricolord-... ran after its tricolord-... in every round; on
+the 2-core guest the second of the two was the faster at 64 B, whichever binary it was).
 
 Rates come from each program's own counters, printed once a second: the packets port 0 received
 between a snapshot taken `--warmup` seconds after forwarding started and one `--measure` seconds later,
@@ -478,7 +480,8 @@ def main():
                                 if not (workers == 1 and p.removeprefix(BASELINE) in ONE_WORKER_SKIPS
                                         or workers > 1 and p == "qos_meter")]
                     shift = round_ % len(programs)
-                    for program in programs[shift:] + programs[:shift]:
+                    order = programs[shift:] + programs[:shift]
+                    for program in (order if round_ % 2 == 0 else order[::-1]):
                         capture = split if program.removeprefix(BASELINE) == "tricolord-5tuple-steered" else whole
                         run = bench.run(program, frames, flows, capture, packets, round_, workers)
                         runs.append(run)
