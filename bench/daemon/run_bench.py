@@ -17,7 +17,10 @@ elapsed_s; testpmd's, rebuilt from its per-interval Rx-pps). Received = processe
 a packet to whoever polls, so each program runs as fast as it can. Beside it, the share of the
 interval the worker thread spent on a CPU (/proc/PID/task/TID/schedstat, read as each snapshot
 arrives), and the rate divided by it: on a machine where other work shares core 1, that rate is
-what time-slicing does not change.
+what time-slicing does not change. And each run's slowest and fastest second within its measured
+interval: the packets are the same every second, so a rate that moves within one process was moved
+from outside it (on the lent 16-core VM, per-key rounds moved 2x within a process while testpmd's
+seconds moved 1.4x: the host, not the program's layout or its DPDK; doc/benchmarks.md).
 
 Memory: infinite_rx preloads the whole capture into the mbuf pool (about 2.3 GiB at 1 Mi IMIX packets).
 With `--memory auto` (the default) the script reserves the huge pages this takes
@@ -81,6 +84,8 @@ class Run:
     seconds: float = 0.0         # the measured interval, program clock
     cpu_share: float = 0.0       # of the interval, the share the worker thread was on a CPU
     oncpu_mpps: float = 0.0      # mpps / cpu_share: the rate per second of the worker on its core
+    slowest_second_mpps: float = 0.0  # the measured interval's slowest and fastest second (between two
+    fastest_second_mpps: float = 0.0  # of the program's counter lines): how much the rate moved within it
     rx_nombuf: int = 0
     fallback: int = 0            # tricolord: packets metered by the fallback in the measured interval
     error: str = ""
@@ -171,7 +176,7 @@ class Bench:
 
     def _measure(self, proc, parser, lines, result):
         args = self.args
-        snaps, start, first, worker = [], None, None, None
+        snaps, start, first, first_at, worker = [], None, None, 0, None
         deadline = time.monotonic() + STARTUP_LIMIT_S
         while True:
             try:
@@ -196,7 +201,7 @@ class Bench:
             if start is None and snap.rx > 0:
                 start = snap  # forwarding has begun: the warm-up runs from here
             if start is not None and first is None and snap.t >= start.t + args.warmup - 0.05:
-                first = snap
+                first, first_at = snap, len(snaps) - 1
             if first is not None and snap.t >= first.t + args.measure - 0.05:
                 seconds = snap.t - first.t
                 result.ok = True
@@ -204,6 +209,10 @@ class Bench:
                 result.mpps = (snap.rx - first.rx) / seconds / 1e6
                 result.forwarded_mpps = (snap.tx - first.tx) / seconds / 1e6
                 result.fallback = snap.fallback - first.fallback
+                measured = snaps[first_at:]
+                seconds_mpps = [(b.rx - a.rx) / (b.t - a.t) / 1e6 for a, b in zip(measured, measured[1:]) if b.t > a.t]
+                if seconds_mpps:
+                    result.slowest_second_mpps, result.fastest_second_mpps = min(seconds_mpps), max(seconds_mpps)
                 if worker and first.cpu_ns and snap.wall > first.wall:
                     result.cpu_share = (snap.cpu_ns - first.cpu_ns) / 1e9 / (snap.wall - first.wall)
                     result.oncpu_mpps = result.mpps / result.cpu_share if result.cpu_share > 0 else 0.0
@@ -377,6 +386,16 @@ def spread_lines(runs, programs, frames_list, flows_list, workers_list=(1,)):
     return out
 
 
+def within_line(runs, programs):
+    parts = []
+    for program in programs:
+        moved = [r.fastest_second_mpps / r.slowest_second_mpps for r in runs
+                 if r.program == program and r.ok and r.slowest_second_mpps > 0]
+        if moved:
+            parts.append(f"{program} {max(moved):.2f}x")
+    return "  " + "; ".join(parts)
+
+
 def _flows_label(flows):
     for unit, size in (("Mi", 1 << 20), ("Ki", 1 << 10)):
         if flows >= size and flows % size == 0:
@@ -486,7 +505,8 @@ def main():
                         run = bench.run(program, frames, flows, capture, packets, round_, workers)
                         runs.append(run)
                         status = (f"{run.mpps:6.2f} Mpps received, {run.forwarded_mpps:6.2f} forwarded over "
-                                  f"{run.seconds:.2f} s, worker on its core {100 * run.cpu_share:3.0f}% of it"
+                                  f"{run.seconds:.2f} s (its seconds {run.slowest_second_mpps:.2f}–"
+                                  f"{run.fastest_second_mpps:.2f}), worker on its core {100 * run.cpu_share:3.0f}% of it"
                                   if run.ok else f"FAILED: {run.error} (log {run.log})")
                         note = f" [{run.error}]" if run.ok and run.error else ""
                         print(f"  {frames:>4} {_flows_label(flows):>5} x{workers} round {round_ + 1} {program:<20} {status}{note}"
@@ -511,6 +531,12 @@ def main():
         "Every round's rate @ the worker's share of its core, and the share forwarded (the rest dropped "
         "by the policy):",
         *spread_lines(runs, args.programs_list, args.frames_list, args.flows_list, args.workers_list),
+        "",
+        "Within one round, second to second (the most a program's fastest second outran its slowest, over "
+        "its rounds). Every second of a run offers the same packets, so a program whose seconds move much "
+        "more than testpmd io's was moved by something beside its packets: the host (on a VM, often "
+        "another tenant on the same physical core), or work of its own (tricolord's sweep of idle keys):",
+        within_line(runs, args.programs_list),
     ]
     print("\n".join(report))
     print(f"memory: {memory_line}")
