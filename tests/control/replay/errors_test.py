@@ -10,6 +10,7 @@ import json
 import os
 import struct
 import subprocess
+import shutil
 import sys
 import tempfile
 
@@ -140,5 +141,7 @@ if port_run.returncode == 0:
 
 if failures:
     print("\n".join(failures))
+    print(f"files kept in {work}")
     sys.exit(1)
+shutil.rmtree(work)
 print("replay errors: ok")

@@ -14,6 +14,7 @@ import os
 import resource
 import struct
 import subprocess
+import shutil
 import sys
 import tempfile
 
@@ -187,5 +188,7 @@ if not failures:
 
 if failures:
     print("\n".join(failures))
+    print(f"files kept in {work}")
     sys.exit(1)
+shutil.rmtree(work)
 print("hostile memory: ok")

@@ -17,6 +17,7 @@ import os
 import random
 import struct
 import subprocess
+import shutil
 import sys
 import tempfile
 import zlib
@@ -255,5 +256,7 @@ if table_of(run_plot(good, "--table", "--interval", "1ms", env=hidden)) != table
 
 if failures:
     print("\n".join(failures))
+    print(f"files kept in {work}")
     sys.exit(1)
+shutil.rmtree(work)
 print(f"plot: {len(packets)} packets, CSV times and lengths exact, 4 tables, PNG and SVG, {len(refusals)} refusals")

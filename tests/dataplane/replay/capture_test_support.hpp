@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -72,8 +73,11 @@ class ScratchDirectory {
  public:
   ScratchDirectory() {
     const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("tricolor-capture-" + std::to_string(::getpid()) + "-" + test->test_suite_name() + "-" + test->name());
+    // A parameterized test's names hold '/' ("ByteOrder/Malformed", "Name/0"): flattened, so that the
+    // directory removed at the end is the whole of what was made, not the last of nested ones.
+    std::string name = "tricolor-capture-" + std::to_string(::getpid()) + "-" + test->test_suite_name() + "-" + test->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    path_ = std::filesystem::temp_directory_path() / name;
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
