@@ -277,7 +277,9 @@ std::string placement_text(const Engine& engine, std::size_t r, bool assumed_ste
     case Placement::by_key_hash:
       text += "each key metered by one worker, chosen by a hash of the key; a packet received by another worker is "
               "passed to it (the ports do not hash on the key's fields); capacity " +
-              std::to_string(engine.worker_capacity(r)) + " keys per worker";
+              std::to_string(engine.worker_capacity(r)) +
+              " keys per worker; a passed packet costs more than one metered where it arrived, so that more workers "
+              "may police fewer packets than one (doc/tricolord.md, Several workers)";
       break;
     case Placement::steered:
       text += assumed_steered ? "ASSUMED STEERED (--placement=steered, a test switch): each key metered by the worker "

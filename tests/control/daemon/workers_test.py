@@ -211,6 +211,7 @@ def main():
         final, frames, dumped, errors = run_daemon(workdir, "one-queue", [whole], len(packets))
         check_delivery("one queue", final, frames, len(packets))
         assert "each key metered by one worker, chosen by a hash of the key" in errors, errors
+        assert "more workers may police fewer packets than one" in errors, errors
         assert "RSS steering off: port 0 (net_pcap) has 1 RX queue for 2 workers" in errors, errors
         # --lcores 0@0,1@1,2@0 puts worker 2 on the main lcore's CPU (this machine has 2): said at startup.
         assert "warning: worker lcore 2 shares a CPU with the main lcore 0" in errors, errors
