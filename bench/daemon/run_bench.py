@@ -59,9 +59,11 @@ PROGRAMS = ["testpmd", "qos_meter", "tricolord-aggregate", "tricolord-5tuple", "
 # Not run unless named in --programs: the same rules shaping instead of dropping (issue 27), each beside
 # its policing form (shaped-*.policy).
 # And flows per key: one key (the benchmark's /16 of destinations) and the flows counted under it, beside
-# the same key without max-flows.
+# the same key without max-flows. And the aggregate rule against a flood (far below the offered rate:
+# nearly every burst dropped whole).
 SHAPED = {"tricolord-aggregate-shaped": "shaped-aggregate.policy", "tricolord-5tuple-shaped": "shaped-per-5-tuple.policy",
-          "tricolord-per-dst": "per-dst.policy", "tricolord-per-dst-flows": "flows-per-dst.policy"}
+          "tricolord-per-dst": "per-dst.policy", "tricolord-per-dst-flows": "flows-per-dst.policy",
+          "tricolord-flood": "flood.policy"}
 
 # --baseline-tricolord's runs: the same programs under this prefix.
 BASELINE = "baseline-"
@@ -338,7 +340,8 @@ def table(runs, programs, frames_list, flows_list, metric="mpps", workers_list=(
              "tricolord-aggregate": "tricolord aggregate", "tricolord-5tuple": "tricolord per-5-tuple",
              "tricolord-5tuple-steered": "tricolord per-5-tuple, queues steered",
              "tricolord-aggregate-shaped": "tricolord aggregate shaping", "tricolord-5tuple-shaped": "tricolord per-5-tuple shaping",
-             "tricolord-per-dst": "tricolord per dst/16", "tricolord-per-dst-flows": "tricolord per dst/16 max-flows"}
+             "tricolord-per-dst": "tricolord per dst/16", "tricolord-per-dst-flows": "tricolord per dst/16 max-flows",
+             "tricolord-flood": "tricolord aggregate, flood"}
     heads.update({BASELINE + p: "baseline " + h for p, h in heads.items()})
     many = len(workers_list) > 1 or workers_list[0] != 1
     out = ["| frames | flows | " + ("workers | " if many else "") + " | ".join(heads[p] + " Mpps" for p in programs) + " |",
