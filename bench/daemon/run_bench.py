@@ -19,8 +19,9 @@ interval the worker thread spent on a CPU (/proc/PID/task/TID/schedstat, read as
 arrives), and the rate divided by it: on a machine where other work shares core 1, that rate is
 what time-slicing does not change. And each run's slowest and fastest second within its measured
 interval: the packets are the same every second, so a rate that moves within one process was moved
-from outside it (on the lent 16-core VM, per-key rounds moved 2x within a process while testpmd's
-seconds moved 1.4x: the host, not the program's layout or its DPDK; doc/benchmarks.md).
+from outside it (on a lent 16-core VM, per-5-tuple processes moved up to 1.8x within themselves,
+testpmd's up to 1.6x, the engine benchmark alone 2x: the host, not the program's layout or its DPDK;
+doc/benchmarks.md).
 
 Memory: infinite_rx preloads the whole capture into the mbuf pool (about 2.3 GiB at 1 Mi IMIX packets).
 With `--memory auto` (the default) the script reserves the huge pages this takes
