@@ -9,6 +9,7 @@
 #include <new>
 #include <rte_prefetch.h>
 
+#include "dataplane/dpdk/mbuf_free.hpp"
 #include "dataplane/engine/actions.hpp"
 #include "dataplane/engine/parse.hpp"
 
@@ -131,7 +132,7 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
     counters_.bursts.add(1);
     counters_.packets.add(n);
     counters_.policy_drops.add(n);
-    rte_pktmbuf_free_bulk(mbufs, n);
+    free_dropped<kBurst>(mbufs, n);
     return;
   }
 
@@ -165,7 +166,7 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
   if (dropped != 0) {
     counters_.policy_drops.add(dropped - unrestored);
     if (unrestored != 0) counters_.vlan_restore_failed.add(unrestored);
-    rte_pktmbuf_free_bulk(drop, dropped);
+    free_dropped<kBurst>(drop, dropped);
   }
   if (delays != 0 || !wheel_.empty()) [[unlikely]] {
     shape(mbufs, n, views, verdicts);
