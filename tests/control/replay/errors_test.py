@@ -8,9 +8,9 @@ Usage: errors_test.py TRICOLOR_REPLAY
 """
 import json
 import os
+import shutil
 import struct
 import subprocess
-import shutil
 import sys
 import tempfile
 

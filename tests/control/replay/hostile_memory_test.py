@@ -12,9 +12,9 @@ Usage: hostile_memory_test.py TRICOLOR_REPLAY
 import json
 import os
 import resource
+import shutil
 import struct
 import subprocess
-import shutil
 import sys
 import tempfile
 

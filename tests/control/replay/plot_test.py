@@ -15,9 +15,9 @@ import csv
 import io
 import os
 import random
+import shutil
 import struct
 import subprocess
-import shutil
 import sys
 import tempfile
 import zlib
