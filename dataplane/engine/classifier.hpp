@@ -97,9 +97,22 @@ class Classifier {
       std::uint32_t s, d;
       std::memcpy(&s, p.src.data(), sizeof s);
       std::memcpy(&d, p.dst.data(), sizeof d);
-      const bool hit = error_and_l3(p) == kIpv4Parsed && (p.protocol & protocol_mask) == protocol &&
-                       (s & src_mask) == src && (d & dst_mask) == dst;
-      return hit ? rule : kNoRule;
+      return error_and_l3(p) == kIpv4Parsed && matches(p.protocol, s, d) ? rule : kNoRule;
+    }
+    // An IPv4 packet's protocol and addresses (network order): whether the entry matches them.
+    [[gnu::always_inline]] bool matches(std::uint8_t p, std::uint32_t s, std::uint32_t d) const noexcept {
+      return matches_words(p, address_word(s, d), protocol, protocol_mask, address_word(src, dst),
+                           address_word(src_mask, dst_mask));
+    }
+    // The same with both addresses as one word, source in the low half (as an IPv4 header holds them,
+    // read on a little-endian machine), and the entry's fields in locals of the caller's loop.
+    static std::uint64_t address_word(std::uint32_t s, std::uint32_t d) noexcept {
+      return std::uint64_t{s} | std::uint64_t{d} << 32;
+    }
+    [[gnu::always_inline]] static bool matches_words(std::uint8_t p, std::uint64_t addresses, std::uint8_t protocol,
+                                                     std::uint8_t protocol_mask, std::uint64_t wanted,
+                                                     std::uint64_t mask) noexcept {
+      return (p & protocol_mask) == protocol && (addresses & mask) == wanted;
     }
   };
   // The set's only entry, or nullptr if it has another form.

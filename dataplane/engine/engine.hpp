@@ -81,6 +81,8 @@ struct EngineOptions {
   // (tricolor-replay, tests) the default meters each cluster locally at its whole budget.
   unsigned cluster_boxes = 1;
   policer::ClusterMode cluster_start_mode = policer::ClusterMode::share;
+  // A test switch: off, every burst is parsed, none plain (worker.cpp), so that a test compares the two.
+  bool plain_bursts = true;
 };
 
 // A cluster meter as the lease side sees it (Engine::clusters()).

@@ -133,7 +133,9 @@ class KeyTable {
   // chosen offline to collide.
   std::uint64_t hash(const Key& key) const noexcept { return hash_(key); }
   // The same of a key whose words past the first two are zero (an IPv4 meter key), from those two.
-  std::uint64_t hash_of_pair(std::uint64_t first, std::uint64_t second) const noexcept { return hash_.of_pair(first, second); }
+  [[gnu::always_inline]] std::uint64_t hash_of_pair(std::uint64_t first, std::uint64_t second) const noexcept {
+    return hash_.of_pair(first, second);
+  }
 
   // The index line acquire() reads first (the key's home slot and the rest of its cache line). Always
   // inlined: GCC (12) finds that a function whose only effects are prefetches has none (a prefetch

@@ -74,6 +74,23 @@ struct KeyShape {
 // and max-flows' flow key) GCC made it a call, 4% of tricolord's worker samples (issue 23).
 // `pair`, if given: the key's first two words (native order), all that is not zero of an IPv4 key;
 // returns whether the key is IPv4, so that a caller may hash it from registers (SecretHash::of_pair).
+// An IPv4 key from its fields as a frame holds them (`raw_ports`: both ports, source first, 0 without
+// ports; `addresses`: source in the low half), stored as its two words and the zero tail; the words
+// into `pair`. make_key's IPv4 keys and the plain burst's (worker.cpp), which reads them off the frame.
+[[gnu::always_inline]] inline void store_ipv4_key(const KeyShape& shape, std::uint8_t protocol, std::uint32_t raw_ports,
+                                                  std::uint64_t addresses, MeterKey& key, std::uint64_t* pair) noexcept {
+  static_assert(std::endian::native == std::endian::little, "the words below are little-endian");
+  const std::uint64_t head = (std::uint64_t{4} | std::uint64_t{protocol} << 8 | std::uint64_t{raw_ports} << 16) & shape.head_mask;
+  const std::uint64_t masked = addresses & shape.ipv4_addresses_mask;
+  // Word by word: a local array of the five words copied whole was also stored on the stack, dead
+  // (GCC 12), three stores a packet.
+  std::memcpy(key.data(), &head, sizeof head);
+  std::memcpy(key.data() + sizeof head, &masked, sizeof masked);
+  std::memset(key.data() + 2 * sizeof head, 0, kKeySize - 2 * sizeof head);
+  pair[0] = head;
+  pair[1] = masked;
+}
+
 [[gnu::always_inline]] inline bool make_key(const KeyShape& shape, const Parsed& p, MeterKey& key,
                                             std::uint64_t* pair) noexcept {
   using namespace key_layout;
@@ -88,16 +105,9 @@ struct KeyShape {
     std::uint32_t s, d;
     std::memcpy(&s, p.src.data(), 4);
     std::memcpy(&d, p.dst.data(), 4);
-    const std::uint64_t addresses = (std::uint64_t{s} | std::uint64_t{d} << 32) & shape.ipv4_addresses_mask;
-    // Word by word: a local array of the five words copied whole was also stored on the stack, dead
-    // (GCC 12), three stores a packet.
-    std::memcpy(key.data(), &head, sizeof head);
-    std::memcpy(key.data() + sizeof head, &addresses, sizeof addresses);
-    std::memset(key.data() + 2 * sizeof head, 0, kKeySize - 2 * sizeof head);
-    if (pair != nullptr) {
-      pair[0] = head;
-      pair[1] = addresses;
-    }
+    std::uint64_t words[2];
+    store_ipv4_key(shape, p.protocol, swap_port_bytes(ports), std::uint64_t{s} | std::uint64_t{d} << 32, key,
+                   pair != nullptr ? pair : words);
     return true;
   }
   key.fill(0);

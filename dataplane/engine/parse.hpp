@@ -8,6 +8,7 @@
 // The usual frame, untagged Ethernet carrying IPv4 without options, is parsed inline (parse_plain_ipv4);
 // any other, or one of those with something to report, out of line (parse_any). Both give the same
 // Parsed for a frame the first accepts (tests/dataplane/engine/parse_test.cpp, tests/fuzz/fuzz_parse.cpp).
+// The usual frame's fields can also be read without a Parsed (PlainIpv4: a worker's plain burst).
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -52,18 +53,46 @@ inline constexpr std::array<bool, 256> kPorted = [] {
 inline bool has_ports(std::uint8_t protocol) noexcept { return kPorted[protocol]; }
 }  // namespace parse_detail
 
-// An untagged Ethernet frame (no tag stripped either) carrying IPv4 with a 20-byte header, its total
-// length within the wire's, and, unless a fragment or a protocol without ports, its ports within both
-// the capture and the datagram: the fields into `out`, which must be a fresh Parsed, and true. Any
-// other frame: false, `out` untouched. Half of parse_any's instructions for the usual frame (issue 23).
-[[gnu::always_inline]] inline bool parse_plain_ipv4(const PacketView& view, Parsed& out) noexcept {
+// The fields of a plain IPv4 frame, read where the frame holds them: an untagged Ethernet frame (no
+// tag stripped either) carrying IPv4 with a 20-byte header, its total length within the wire's, and,
+// unless a fragment or a protocol without ports, its ports within both the capture and the datagram.
+// What parse_plain_ipv4 stores into a Parsed, and all a burst under a set of one IPv4 entry reads of
+// its frames when it builds no Parsed (worker.cpp, the plain burst): one test of a frame, two users.
+struct PlainIpv4 {
+  static constexpr std::uint32_t kL3Offset = 14;              // after the MACs and the EtherType
+  static constexpr std::uint32_t kL4Offset = kL3Offset + 20;  // after a header of IHL 5
+  static constexpr std::uint32_t kPortsEnd = kL4Offset + 4;   // source and destination ports
+
+  const std::uint8_t* ip;
+  std::uint32_t total_length;
+  std::uint32_t readable_end;  // of the frame: within the capture and the datagram
+  std::uint8_t protocol;
+  bool fragment;               // any fragment: its ports are not read
+  bool ports;                  // not a fragment, and a protocol with ports (TCP, UDP, SCTP)
+
+  // Source and destination as one word, source in the low half, each in the frame's byte order.
+  [[gnu::always_inline]] std::uint64_t addresses() const noexcept {
+    std::uint64_t both;
+    std::memcpy(&both, ip + 12, sizeof both);
+    return both;
+  }
+  // Both ports as the frame holds them, source first; 0 without ports. The load is within the capture
+  // whatever the protocol (plain_ipv4 tested kPortsEnd first), so that no branch is taken.
+  [[gnu::always_inline]] std::uint32_t raw_ports() const noexcept {
+    std::uint32_t both;
+    std::memcpy(&both, ip + (kL4Offset - kL3Offset), sizeof both);
+    return both & (std::uint32_t{0} - std::uint32_t{ports});
+  }
+};
+
+// Whether the frame is plain IPv4 (PlainIpv4), and if so its fields into `out`.
+[[gnu::always_inline]] inline bool plain_ipv4(const PacketView& view, PlainIpv4& out) noexcept {
   using parse_detail::load_be16;
   using parse_detail::load_raw16;
   using parse_detail::network16;
-  constexpr std::uint32_t kL3Offset = 14;                // after the MACs and the EtherType
-  constexpr std::uint32_t kL4Offset = kL3Offset + 20;    // after a header of IHL 5
-  constexpr std::uint32_t kPortsEnd = kL4Offset + 4;     // source and destination ports
-  constexpr std::uint32_t kTcpFlagsAt = kL4Offset + 13;
+  constexpr std::uint32_t kL3Offset = PlainIpv4::kL3Offset;
+  constexpr std::uint32_t kL4Offset = PlainIpv4::kL4Offset;
+  constexpr std::uint32_t kPortsEnd = PlainIpv4::kPortsEnd;
   constexpr std::uint16_t kEtherTypeIpv4 = 0x0800;
   constexpr std::uint8_t kVersion4Ihl5 = 0x45;
   constexpr std::uint16_t kFragmentBits = 0x3fff;       // more fragments, and the fragment offset
@@ -79,21 +108,35 @@ inline bool has_ports(std::uint8_t protocol) noexcept { return kPorted[protocol]
   const bool ports = !fragment && parse_detail::has_ports(protocol);
   const std::uint32_t readable_end = std::min(view.captured, kL3Offset + total_length);
   if (ports && kPortsEnd > readable_end) return false;  // truncated_l4: parse_any says so
-  out.l3 = L3::ipv4;
-  out.l3_offset = kL3Offset;
-  out.l3_length = static_cast<std::uint16_t>(total_length);
-  out.dscp = static_cast<std::uint8_t>(ip[1] >> 2);
-  out.ecn = static_cast<std::uint8_t>(ip[1] & 3);
+  out.ip = ip;
+  out.total_length = total_length;
+  out.readable_end = readable_end;
   out.protocol = protocol;
   out.fragment = fragment;
+  out.ports = ports;
+  return true;
+}
+
+// A plain IPv4 frame (PlainIpv4): its fields into `out`, which must be a fresh Parsed, and true. Any
+// other frame: false, `out` untouched. Half of parse_any's instructions for the usual frame (issue 23).
+[[gnu::always_inline]] inline bool parse_plain_ipv4(const PacketView& view, Parsed& out) noexcept {
+  constexpr std::uint32_t kTcpFlagsAt = PlainIpv4::kL4Offset + 13;
+  PlainIpv4 plain;
+  if (!plain_ipv4(view, plain)) return false;
+  const std::uint8_t* ip = plain.ip;
+  out.l3 = L3::ipv4;
+  out.l3_offset = PlainIpv4::kL3Offset;
+  out.l3_length = static_cast<std::uint16_t>(plain.total_length);
+  out.dscp = static_cast<std::uint8_t>(ip[1] >> 2);
+  out.ecn = static_cast<std::uint8_t>(ip[1] & 3);
+  out.protocol = plain.protocol;
+  out.fragment = plain.fragment;
   std::memcpy(out.src.data(), ip + 12, 4);
   std::memcpy(out.dst.data(), ip + 16, 4);
-  if (ports) {
-    std::uint32_t both;  // both ports in one load
-    std::memcpy(&both, frame + kL4Offset, sizeof both);
-    both = swap_port_bytes(both);
+  if (plain.ports) {
+    const std::uint32_t both = swap_port_bytes(plain.raw_ports());  // both ports in one load
     std::memcpy(reinterpret_cast<unsigned char*>(&out) + offsetof(Parsed, src_port), &both, sizeof both);
-    if (protocol == ip_protocol::tcp && kTcpFlagsAt < readable_end) out.tcp_flags = frame[kTcpFlagsAt];
+    if (plain.protocol == ip_protocol::tcp && kTcpFlagsAt < plain.readable_end) out.tcp_flags = view.data[kTcpFlagsAt];
   }
   return true;
 }

@@ -71,7 +71,7 @@ class SecretHash {
   }
   // The same of a key whose words past the first two are zero, given those two (native order): for a
   // caller that has just built such a key and holds its words.
-  std::uint64_t of_pair(std::uint64_t first, std::uint64_t second) const noexcept {
+  [[gnu::always_inline]] std::uint64_t of_pair(std::uint64_t first, std::uint64_t second) const noexcept {
     return mix(static_cast<U128>(first + secret_[0]) * (second + secret_[1]) + zero_tail_);
   }
   // The same of a key held as words (native order): for a caller that builds its key word by word
@@ -87,7 +87,7 @@ class SecretHash {
   }
 
  private:
-  std::uint64_t mix(U128 sum) const noexcept {
+  [[gnu::always_inline]] std::uint64_t mix(U128 sum) const noexcept {
     const std::uint64_t fold = static_cast<std::uint64_t>(sum >> 64) ^ static_cast<std::uint64_t>(sum);
     const U128 mixed = static_cast<U128>(fold) * multiplier_;
     return static_cast<std::uint64_t>(mixed >> 64) ^ static_cast<std::uint64_t>(mixed);

@@ -14,6 +14,9 @@ namespace tricolor::dataplane {
 namespace {
 constexpr std::size_t kPrefetchAhead = 4;      // frames whose first line is fetched while parsing
 constexpr std::size_t kSweepBudget = 64;       // key-table index slots examined per burst
+// After a burst that was not plain (a frame not plain IPv4, or not the set's only entry's), the bursts
+// parsed straight away: where every burst has such a frame, one in this many more tries the plain pass.
+constexpr unsigned kPlainBackoff = 3;
 
 // A rule's property in a loop's constant forms: known (a std::integral_constant), or read as it goes.
 struct Varies {};
@@ -413,6 +416,106 @@ void Worker::sweep_keys(const RuleSet& set, std::uint64_t now) noexcept {
   if (table.sweep(now, kSweepBudget) != 0) touched_[touched_count_++] = &table;
 }
 
+namespace {
+
+// What process() fills for a burst, by each packet's place in it: its arrival, metered length and
+// input color; the packets metered here, grouped by rule (their places); the keys of per-key rules'
+// packets, and a uniform burst's hashes of them in the order metered (its one group's).
+struct BurstArrays {
+  std::uint64_t times[Worker::kMaxBurst];
+  std::uint32_t lengths[Worker::kMaxBurst];
+  Color in[Worker::kMaxBurst];
+  std::uint8_t order[Worker::kMaxBurst];
+  MeterKey keys[Worker::kMaxBurst];
+  std::uint64_t key_hashes[Worker::kMaxBurst];
+};
+
+// Every place in a burst, in order: a plain burst's group.
+constexpr auto kInOrder = [] {
+  std::array<std::uint8_t, Worker::kMaxBurst> places{};
+  for (std::size_t i = 0; i < Worker::kMaxBurst; ++i) places[i] = static_cast<std::uint8_t>(i);
+  return places;
+}();
+
+// A plain burst's one pass (Worker::process says when): true if every frame is plain IPv4 and matched
+// by the set's only entry, with its verdict fresh, its key made, hashed and its index line fetched,
+// its length, input color (green: the rule is blind), place and arrival in `arrays`, and the earliest
+// and latest arrival. False at the first frame that is not, what it wrote before then to be written
+// again by the parse. Apart from process(), and hot: inlined there, GCC took it for a cold path and
+// compiled its stores of zeros (a fresh verdict, a key's zero tail) as `rep stos`, a microcoded string
+// store, and spilled; the arrays in one object: one register for all of them.
+template <bool kKeyed, LengthBase kBase>
+[[gnu::noinline, gnu::hot]] bool plain_pass(const Classifier::OnlyEntry& only, const CompiledRule& rule,
+                                            const KeyedMeters* table, std::span<const PacketView> burst,
+                                            Verdict* verdicts, BurstArrays& arrays, std::uint64_t& earliest_out,
+                                            std::uint64_t& latest_out) noexcept {
+  static constexpr Verdict kFresh{};
+  // Locals: the key's byte stores may alias anything, so that whatever is read through a reference
+  // (the entry's and the rule's fields) would be loaded again every packet.
+  const std::uint8_t protocol = only.protocol, protocol_mask = only.protocol_mask;
+  const std::uint64_t addresses_wanted = Classifier::OnlyEntry::address_word(only.src, only.dst);
+  const std::uint64_t addresses_mask = Classifier::OnlyEntry::address_word(only.src_mask, only.dst_mask);
+  const KeyShape shape = rule.key_shape;
+  const std::int32_t adjust = rule.length.adjust;
+  const PacketView* const views = burst.data();
+  const std::size_t n = burst.size();
+  const auto take = [&](std::size_t i) __attribute__((always_inline)) {
+    const PacketView& view = views[i];
+    PlainIpv4 frame;
+    if (!plain_ipv4(view, frame)) [[unlikely]] return false;
+    const std::uint64_t addresses = frame.addresses();
+    if (!Classifier::OnlyEntry::matches_words(frame.protocol, addresses, protocol, protocol_mask, addresses_wanted,
+                                              addresses_mask)) [[unlikely]]
+      return false;
+    if constexpr (kKeyed) {
+      std::uint64_t pair[2];
+      store_ipv4_key(shape, frame.protocol, frame.raw_ports(), addresses, arrays.keys[i], pair);
+      const std::uint64_t hash = table->hash_of_pair(pair[0], pair[1]);
+      arrays.key_hashes[i] = hash;
+      table->prefetch(hash);
+    }
+    arrays.lengths[i] = metered_length<kBase>(view, static_cast<std::uint16_t>(frame.total_length), adjust);
+    arrays.times[i] = view.arrival;
+    return true;
+  };
+  // Two loops, so that the prefetch needs no bound test a packet.
+  const std::size_t prefetching = n > kPrefetchAhead ? n - kPrefetchAhead : 0;
+  for (std::size_t i = 0; i < prefetching; ++i) {
+    __builtin_prefetch(views[i + kPrefetchAhead].data);
+    if (!take(i)) [[unlikely]] return false;
+  }
+  for (std::size_t i = prefetching; i < n; ++i)
+    if (!take(i)) [[unlikely]] return false;
+  // The earliest and latest arrival, the fresh verdicts and the rest apart: fewer values live in the loop
+  // above, whose registers GCC spills already.
+  std::uint64_t earliest = UINT64_MAX, latest = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    earliest = std::min(earliest, arrays.times[i]);
+    latest = std::max(latest, arrays.times[i]);
+  }
+  std::fill_n(verdicts, n, kFresh);
+  std::fill_n(arrays.in, n, Color::green);
+  std::copy_n(kInOrder.begin(), n, arrays.order);
+  earliest_out = earliest;
+  latest_out = latest;
+  return true;
+}
+
+}  // namespace
+
+const CompiledRule* Worker::plain_rule(const RuleSet& set, std::uint32_t r) const noexcept {
+  const CompiledRule& rule = set.rules[r];
+  if (rule.input != InputColor::blind) return nullptr;  // the input color: DSCP or PCP
+  constexpr std::size_t kGreenIn = 0;  // a blind rule's packets come in green: the first row of actions
+  for (std::size_t out = 0; out < 3; ++out)
+    if ((rule.action_does[3 * kGreenIn + out] & action_does::rewrite) != 0) return nullptr;  // the header's offsets
+  if (rule.per_key.kind != KeyKind::none) {
+    if (rule.placement == Placement::by_key_hash) return nullptr;  // keys handed over: the hand-off's own pass
+    if (set.worker_rule(r, id_).flows != nullptr) return nullptr;  // max-flows: TCP flags
+  }
+  return &rule;
+}
+
 const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> verdicts,
                                std::span<const Handed> handed) noexcept {
   // The newest set, once per burst: it stays ours until our next quiescent point.
@@ -425,9 +528,12 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   Parsed* const parsed = reinterpret_cast<Parsed*>(parsed_storage);
   // Each packet's arrival, metered length and input color, by its place in the burst (the last two
   // under its rule, for the packets metered here).
-  std::uint64_t times[kMaxBurst];
-  std::uint32_t lengths[kMaxBurst];
-  Color in[kMaxBurst];
+  // In one object with the arrays the passes below fill, so that the plain pass reaches them all from
+  // one address (BurstArrays).
+  BurstArrays arrays;
+  auto& times = arrays.times;
+  auto& lengths = arrays.lengths;
+  auto& in = arrays.in;
   std::uint64_t earliest = UINT64_MAX, latest = 0;
   // Packets handed over by the workers that received them under this very set keep the rule they
   // matched there; any other burst is classified.
@@ -461,8 +567,66 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     }
     for (std::size_t i = prefetching; i < n; ++i) take(i);
   };
-  if (only != nullptr) parse_all(std::true_type{});
-  else parse_all(std::false_type{});
+  // What the passes below fill for the packets metered here: their place in the burst, grouped by rule,
+  // and the keys of per-key rules' packets, with a uniform burst's hashes in the order metered (its
+  // one group's).
+  auto& order = arrays.order;
+  auto& keys = arrays.keys;
+  auto& key_hashes = arrays.key_hashes;
+  static constexpr Verdict kFresh{};  // copied from memory: a temporary built field by field on the
+                                      // stack and read back whole stalled every packet on store forwarding
+
+  // A plain burst: under a set of one IPv4 entry whose rule reads nothing of a packet but its
+  // addresses, protocol, ports and length (plain_rule()), a burst of frames that are all plain IPv4
+  // (parse.hpp's PlainIpv4) and all match the entry is classified, keyed, hashed and measured in one
+  // pass over the frames, and no Parsed is built: a parse, a pass over the burst and the loads of what
+  // the parse had just stored saved (34 instructions a per-key packet, 52 an aggregate one: issue 23's
+  // bench/instructions.py engine). Only a key table full
+  // for a new key asks for the Parsed (below). A frame that is not plain, or not matched, ends the
+  // pass, and the burst is parsed as any other, from the start: the next kPlainBackoff bursts too.
+  const CompiledRule* plain_rule = nullptr;
+  if (only != nullptr && plain_bursts_) {
+    if (plain_backoff_ == 0)
+      plain_rule = this->plain_rule(set, only->rule);
+    else
+      --plain_backoff_;
+  }
+  std::uint64_t plain_earliest = UINT64_MAX, plain_latest = 0;
+  const auto plain_by_base = [&](auto keyed_constant) __attribute__((always_inline)) {
+    constexpr bool keyed = decltype(keyed_constant)::value;
+    const KeyedMeters* const table = keyed ? set.worker_rule(only->rule, id_).keys : nullptr;
+    const std::span<const PacketView> frames(burst.data(), n);
+    switch (plain_rule->length.base) {
+      case LengthBase::l3: return plain_pass<keyed, LengthBase::l3>(*only, *plain_rule, table, frames, verdicts.data(), arrays,
+                                                                 plain_earliest, plain_latest);
+      case LengthBase::l2: return plain_pass<keyed, LengthBase::l2>(*only, *plain_rule, table, frames, verdicts.data(), arrays,
+                                                                 plain_earliest, plain_latest);
+      case LengthBase::l1: break;
+    }
+    return plain_pass<keyed, LengthBase::l1>(*only, *plain_rule, table, frames, verdicts.data(), arrays, plain_earliest,
+                                             plain_latest);
+  };
+  bool plain = false;
+  if (plain_rule != nullptr) {
+    plain = plain_rule->per_key.kind != KeyKind::none ? plain_by_base(std::true_type{}) : plain_by_base(std::false_type{});
+    if (plain) {
+      earliest = plain_earliest;
+      latest = plain_latest;
+      ++plain_taken_;
+    } else {
+      plain_backoff_ = kPlainBackoff;
+    }
+  }
+  // Built when first asked for: by the parse below, or in a plain burst by a key that found its table
+  // full (the default action it may take reads the frame's fields).
+  bool parsed_built = !plain;
+  if (plain) {
+    // Classified, keyed and hashed: every packet the entry's.
+  } else if (only != nullptr) {
+    parse_all(std::true_type{});
+  } else {
+    parse_all(std::false_type{});
+  }
   if (n == 0) return set;
   // The first burst under a new set: the changes it brought take effect now, in this worker's clock.
   first_tick_ = earliest;
@@ -474,7 +638,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     sweep_cursor_ = 0;
   }
   if (only != nullptr) {
-    // Classified as parsed.
+    // Classified as parsed (or in the plain pass).
   } else if (placed) {
     for (std::size_t i = 0; i < n; ++i) rule[i] = handed[i].rule;
   } else if (flow_cache_ != nullptr) {
@@ -487,14 +651,10 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   // Default-action packets now; packets whose key another worker owns marked for it (a packet handed
   // over under this set was placed here by the same rule); the rest grouped by rule, in arrival order
   // within a rule.
-  std::uint8_t order[kMaxBurst];
-  MeterKey keys[kMaxBurst];  // of the packets of per-key rules
   std::size_t metered = 0;
   // Whether every metered packet's rule is the first packet's, as bits that differ (two instructions a
   // packet; the first packet may not be metered here, then the test below settles it).
   std::uint32_t other_rules = 0;
-  static constexpr Verdict kFresh{};  // copied from memory: a temporary built field by field on the
-                                      // stack and read back whole stalled every packet on store forwarding
   // A packet whose key another worker owns is marked for it; true if so.
   const auto hand_off = [&](std::size_t i) __attribute__((always_inline)) {
     const unsigned owner = set.owners->owner(keys[i]);
@@ -509,11 +669,16 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   // key is stored as bytes, which may alias anything: fields read through the rule would be loaded
   // again for every packet.
   std::uint32_t differ = 0;
-  for (std::size_t i = 1; i < n; ++i) differ |= rule[i] ^ rule[0];
+  if (plain) {
+    rule[0] = only->rule;  // the one rule: the passes below read no other packet's
+  } else {
+    for (std::size_t i = 1; i < n; ++i) differ |= rule[i] ^ rule[0];
+  }
   const bool uniform = differ == 0 && rule[0] != kNoRule;
-  std::uint64_t key_hashes[kMaxBurst];  // a uniform burst's, in the order metered (its one group's)
-  bool ipv4_keys = true;                 // and whether its keys are all IPv4
-  if (uniform) {
+  bool ipv4_keys = true;  // whether a uniform burst's keys are all IPv4
+  if (plain) {
+    metered = n;  // every packet metered here, in order; a per-key rule's keys IPv4, hashed
+  } else if (uniform) {
     const CompiledRule& cr = set.rules[rule[0]];
     const KeyShape shape = cr.key_shape;
     const MeteredLength length = cr.length;
@@ -642,6 +807,10 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       table_full = meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), times_k, lengths_k,
                                in_k, {out, count}, {delays, shaping ? count : 0}, verdicts, {parsed, n},
                                uniform ? key_hashes : nullptr, uniform && ipv4_keys);
+      if (table_full != 0 && !parsed_built) {  // a plain burst's: the fallback's default action reads the Parsed
+        for (std::size_t i = 0; i < n; ++i) ::new (static_cast<void*>(&parsed[i])) Parsed(parse(burst[i]));
+        parsed_built = true;
+      }
     }
 
     // Hierarchy: the packets the child did not mark red go on to the parent, color-aware with the

@@ -110,6 +110,12 @@ class Worker {
   void set_flow_cache(std::unique_ptr<FlowCache> cache) noexcept { flow_cache_ = std::move(cache); }
   const FlowCache* flow_cache() const noexcept { return flow_cache_.get(); }
 
+  // Whether a burst under a set of one IPv4 entry may skip the Parsed (worker.cpp, the plain burst):
+  // on unless a test turns it off, to compare the two packet for packet.
+  void set_plain_bursts(bool on) noexcept { plain_bursts_ = on; }
+  // Bursts that were plain, for tests (this worker's thread reads it).
+  std::uint64_t plain_bursts_taken() const noexcept { return plain_taken_; }
+
   Worker(const std::atomic<const RuleSet*>& published, Rcu& rcu, unsigned id) noexcept
       : published_(published), rcu_(rcu), id_(id) {}
   Worker(const Worker&) = delete;
@@ -117,6 +123,10 @@ class Worker {
 
  private:
   Color input_color(const CompiledRule& rule, const Parsed& parsed) const noexcept;
+  // The rule of a set's only IPv4 entry if a burst of it may be plain: it reads nothing of a packet
+  // but its addresses, protocol, ports and length (color-blind, no remark, keys metered where they
+  // arrive, no flow limit); else nullptr.
+  const CompiledRule* plain_rule(const RuleSet& set, std::uint32_t r) const noexcept;
   // Returns how many of the packets found the table full (Verdict::table_full).
   std::size_t meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
                           std::span<const MeterKey> keys, std::span<const PacketView> burst,
@@ -161,13 +171,16 @@ class Worker {
   std::size_t touched_count_ = 0;
   WorkerDefaultCounters defaults_;
   std::unique_ptr<FlowCache> flow_cache_;
+  bool plain_bursts_ = true;
+  unsigned plain_backoff_ = 0;  // bursts still to parse straight away after one that was not plain
+  std::uint64_t plain_taken_ = 0;
   // meter_keyed()'s ticks of its rule's history, worked out at a burst's first key behind a change.
   // A member, not a local: a local optional of 152 bytes was zeroed every burst (rep stos, issue 23).
   std::optional<HistoryTicks> ticks_;
 };
 
 // The frame's length at layer 2: a NIC-stripped VLAN tag counted.
-inline std::uint32_t l2_bytes(const PacketView& view) noexcept {
+[[gnu::always_inline]] inline std::uint32_t l2_bytes(const PacketView& view) noexcept {
   constexpr std::uint32_t kStrippedTagBytes = 4;
   return view.wire_length + (view.has_stripped_vlan ? kStrippedTagBytes : 0);
 }
@@ -175,17 +188,24 @@ inline std::uint32_t l2_bytes(const PacketView& view) noexcept {
 // The metered length of a packet for a rule (see MeteredLength), floored at 0. Inline: it runs for
 // every metered packet (a call cost 1.5 ns a packet, issue 23). With the base a constant, for a loop
 // over a burst of one rule (no test of the base per packet).
+// `l3_length`: the packet's Parsed::l3_length (a plain burst reads it off the frame).
 template <LengthBase kBase>
-inline std::uint32_t metered_length(const PacketView& view, const Parsed& parsed, std::int32_t adjust) noexcept {
+[[gnu::always_inline]] inline std::uint32_t metered_length(const PacketView& view, std::uint16_t l3_length,
+                                                           std::int32_t adjust) noexcept {
   // An L3 length (16 bits) plus a 32-bit adjustment cannot pass UINT32_MAX: only the floor is tested.
   static_assert(std::int64_t{UINT16_MAX} + INT32_MAX <= std::int64_t{UINT32_MAX});
   if constexpr (kBase == LengthBase::l3) {
-    return static_cast<std::uint32_t>(std::max<std::int64_t>(std::int64_t{parsed.l3_length} + adjust, 0));
+    return static_cast<std::uint32_t>(std::max<std::int64_t>(std::int64_t{l3_length} + adjust, 0));
   } else {
     constexpr std::int64_t kOverheadBytes = kBase == LengthBase::l1 ? 24 : 0;  // preamble and SFD 8, gap 12, FCS 4
     return static_cast<std::uint32_t>(
         std::clamp<std::int64_t>(std::int64_t{l2_bytes(view)} + kOverheadBytes + adjust, 0, UINT32_MAX));
   }
+}
+template <LengthBase kBase>
+[[gnu::always_inline]] inline std::uint32_t metered_length(const PacketView& view, const Parsed& parsed,
+                                                           std::int32_t adjust) noexcept {
+  return metered_length<kBase>(view, parsed.l3_length, adjust);
 }
 inline std::uint32_t metered_length(const PacketView& view, const Parsed& parsed, const MeteredLength& length) noexcept {
   switch (length.base) {

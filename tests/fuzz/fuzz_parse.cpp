@@ -16,7 +16,8 @@
 // parses the same but for the new DSCP; set_pcp() changes only the outermost tag's PCP bits; a failed
 // parse lets neither change anything. The inline path for the usual frame, parse_plain_ipv4(), either
 // declines and leaves its result untouched or gives every field exactly as parse_any() does, and parse()
-// is parse_any() — on the whole frame and on each prefix.
+// is parse_any() — on the whole frame and on each prefix. A plain burst's reading of the frame,
+// plain_ipv4(), accepts the same frames, and its fields and the keys made of them are the Parsed's.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "dataplane/engine/actions.hpp"
+#include "dataplane/engine/keys.hpp"
 #include "dataplane/engine/parse.hpp"
 
 namespace {
@@ -81,6 +83,37 @@ bool identical(const Parsed& a, const Parsed& b) {
   return same(a, b) && a.pcp == b.pcp && a.tcp_flags == b.tcp_flags;
 }
 
+// A plain burst's reading of a frame (worker.cpp): plain_ipv4() accepts exactly the frames
+// parse_plain_ipv4() does, its fields are the Parsed's, and the key built from them is make_key()'s of
+// the Parsed, for every key kind and a few prefixes.
+void check_plain_fields(const PacketView& view, const Parsed& general) {
+  PlainIpv4 plain;
+  Parsed fast;
+  const bool accepted = tricolor::dataplane::plain_ipv4(view, plain);
+  require(accepted == tricolor::dataplane::parse_plain_ipv4(view, fast), "plain_ipv4 accepts what parse_plain_ipv4 does");
+  if (!accepted) return;
+  std::uint32_t s, d;
+  std::memcpy(&s, general.src.data(), sizeof s);
+  std::memcpy(&d, general.dst.data(), sizeof d);
+  require(plain.total_length == general.l3_length && plain.protocol == general.protocol &&
+              plain.addresses() == (std::uint64_t{s} | std::uint64_t{d} << 32),
+          "a plain frame's fields are its Parsed's");
+  for (const KeyKind kind : {KeyKind::src, KeyKind::dst, KeyKind::src_dport, KeyKind::five_tuple}) {
+    for (const std::uint8_t prefix : {32, 24, 1, 0}) {
+      PerKey per;
+      per.kind = kind;
+      per.ipv4_prefix = prefix;
+      const KeyShape shape(per);
+      MeterKey parsed_key{}, plain_key{};
+      std::uint64_t parsed_pair[2], plain_pair[2];
+      make_key(shape, general, parsed_key, parsed_pair);
+      store_ipv4_key(shape, plain.protocol, plain.raw_ports(), plain.addresses(), plain_key, plain_pair);
+      require(parsed_key == plain_key && parsed_pair[0] == plain_pair[0] && parsed_pair[1] == plain_pair[1],
+              "a plain frame's key is its Parsed's");
+    }
+  }
+}
+
 void check_plain_path(const PacketView& view) {
   const Parsed general = tricolor::dataplane::parse_any(view);
   Parsed fast;
@@ -91,6 +124,7 @@ void check_plain_path(const PacketView& view) {
     require(identical(fast, Parsed{}), "a declined inline parse leaves its result untouched");
   }
   require(identical(parse(view), general), "parse() is parse_any()");
+  check_plain_fields(view, general);
 }
 
 bool has_ports(std::uint8_t protocol) {

@@ -27,6 +27,9 @@ EXPECTED = {
         3, "KeyTable::prefetch of the index lines of keys hashed there, and find_or_create's prefetch "
            "of a found key's second line in its two forms (two key words compared, or all)"),
     "tricolor::dataplane::Worker::sweep_keys": (1, "KeyTable::sweep's prefetch of the entries ahead"),
+    "bool tricolor::dataplane::(anonymous namespace)::plain_pass<": (
+        12, "a plain burst's prefetch of each frame in its six forms (three length bases, keyed or not), and "
+            "KeyTable::prefetch of each key's index line in the keyed forms' two loops"),
     "tricolor::dataplane::FlowCache::classify": (2, "the flow cache's prefetch of each packet's two candidate slots"),
     "tricolor::dataplane::Classifier::look_up": (1, "ExactMatch::prefetch of each packet's slot in the exact-match table"),
 }
@@ -49,7 +52,9 @@ def main():
         if m:
             signature = m.group(1)
             # The function itself, not a lambda or local class inside it ("...::{lambda...").
-            current = next((name for name in EXPECTED if signature.startswith(name + "(")), None)
+            # A template's name ends with "<": each of its forms counts.
+            current = next((name for name in EXPECTED
+                            if signature.startswith(name if name.endswith("<") else name + "(")), None)
             continue
         if current is not None and PREFETCH.search(line):
             found[current] += 1
