@@ -450,22 +450,33 @@ template <bool kKeyed, LengthBase kBase>
                                             Verdict* verdicts, BurstArrays& arrays, std::uint64_t& earliest_out,
                                             std::uint64_t& latest_out) noexcept {
   static constexpr Verdict kFresh{};
-  // Locals: the key's byte stores may alias anything, so that whatever is read through a reference
-  // (the entry's and the rule's fields) would be loaded again every packet.
-  const std::uint8_t protocol = only.protocol, protocol_mask = only.protocol_mask;
-  const std::uint64_t addresses_wanted = Classifier::OnlyEntry::address_word(only.src, only.dst);
-  const std::uint64_t addresses_mask = Classifier::OnlyEntry::address_word(only.src_mask, only.dst_mask);
-  const KeyShape shape = rule.key_shape;
-  const std::int32_t adjust = rule.length.adjust;
+  // The entry's words (in a local read through a laundered reference, which GCC does not see through)
+  // and the rule's fields read through references: loaded again for every packet (the key's byte
+  // stores may alias them), each an operand of the one instruction that uses it. As locals of their
+  // own they took registers the loop has too few of, and GCC 12 spilled others: 6 instructions more a
+  // packet (bench/instructions.py engine, issue 23).
+  struct Invariants {
+    std::uint64_t addresses_wanted, addresses_mask;
+    std::uint8_t protocol, protocol_mask;
+  };
+  const Invariants invariants{Classifier::OnlyEntry::address_word(only.src, only.dst),
+                              Classifier::OnlyEntry::address_word(only.src_mask, only.dst_mask), only.protocol,
+                              only.protocol_mask};
+  const Invariants& entry = *std::launder(&invariants);
+  const KeyShape& shape = rule.key_shape;
+  const std::int32_t& adjust = rule.length.adjust;
   const PacketView* const views = burst.data();
   const std::size_t n = burst.size();
   const auto take = [&](std::size_t i) __attribute__((always_inline)) {
     const PacketView& view = views[i];
     PlainIpv4 frame;
     if (!plain_ipv4(view, frame)) [[unlikely]] return false;
+    // First what needs the frame's length: its value is dead by the hash below (GCC spilled it).
+    arrays.lengths[i] = metered_length<kBase>(view, static_cast<std::uint16_t>(frame.total_length), adjust);
+    arrays.times[i] = view.arrival;
     const std::uint64_t addresses = frame.addresses();
-    if (!Classifier::OnlyEntry::matches_words(frame.protocol, addresses, protocol, protocol_mask, addresses_wanted,
-                                              addresses_mask)) [[unlikely]]
+    if (!Classifier::OnlyEntry::matches_words(frame.protocol, addresses, entry.protocol, entry.protocol_mask,
+                                              entry.addresses_wanted, entry.addresses_mask)) [[unlikely]]
       return false;
     if constexpr (kKeyed) {
       std::uint64_t pair[2];
@@ -474,8 +485,6 @@ template <bool kKeyed, LengthBase kBase>
       arrays.key_hashes[i] = hash;
       table->prefetch(hash);
     }
-    arrays.lengths[i] = metered_length<kBase>(view, static_cast<std::uint16_t>(frame.total_length), adjust);
-    arrays.times[i] = view.arrival;
     return true;
   };
   // Two loops, so that the prefetch needs no bound test a packet.
