@@ -53,6 +53,32 @@ inline Rule rule(std::string name, std::uint8_t host, std::string profile) {
   return r;
 }
 
+// Two verdicts the same in every field; else the first that differs, named.
+inline ::testing::AssertionResult same_verdict(const Verdict& a, const Verdict& b) {
+  const auto differ = [](const char* field, auto x, auto y) {
+    return ::testing::AssertionFailure() << field << " differs: " << +x << " against " << +y;
+  };
+  if (a.rule != b.rule) return differ("rule", a.rule, b.rule);
+  if (a.in != b.in) return differ("in", static_cast<int>(a.in), static_cast<int>(b.in));
+  if (a.out != b.out) return differ("out", static_cast<int>(a.out), static_cast<int>(b.out));
+  if (a.drop != b.drop) return differ("drop", a.drop, b.drop);
+  if (a.dscp_set != b.dscp_set) return differ("dscp_set", a.dscp_set, b.dscp_set);
+  if (a.pcp_set != b.pcp_set) return differ("pcp_set", a.pcp_set, b.pcp_set);
+  if (a.dscp != b.dscp) return differ("dscp", a.dscp, b.dscp);
+  if (a.pcp != b.pcp) return differ("pcp", a.pcp, b.pcp);
+  if (a.reason != b.reason) return differ("reason", static_cast<int>(a.reason), static_cast<int>(b.reason));
+  if (a.error != b.error) return differ("error", static_cast<int>(a.error), static_cast<int>(b.error));
+  if (a.metered_length != b.metered_length) return differ("metered_length", a.metered_length, b.metered_length);
+  if (a.keyed != b.keyed) return differ("keyed", a.keyed, b.keyed);
+  if (a.table_full != b.table_full) return differ("table_full", a.table_full, b.table_full);
+  if (a.handoff != b.handoff) return differ("handoff", a.handoff, b.handoff);
+  if (a.flow_refused != b.flow_refused) return differ("flow_refused", a.flow_refused, b.flow_refused);
+  if (a.queue_full != b.queue_full) return differ("queue_full", a.queue_full, b.queue_full);
+  if (a.owner != b.owner) return differ("owner", a.owner, b.owner);
+  if (a.delay != b.delay) return differ("delay", a.delay, b.delay);
+  return ::testing::AssertionSuccess();
+}
+
 struct Harness {
   std::unique_ptr<Engine> engine;
   std::vector<std::vector<std::uint8_t>> frames;

@@ -149,13 +149,7 @@ void same_decisions(std::size_t cache_entries, std::uint64_t seed) {
     cached.engine->process(views_b, b);
     for (std::size_t i = 0; i < n; ++i) {
       SCOPED_TRACE("burst " + std::to_string(burst) + " packet " + std::to_string(i));
-      ASSERT_EQ(a[i].rule, b[i].rule);
-      ASSERT_EQ(a[i].out, b[i].out);
-      ASSERT_EQ(a[i].drop, b[i].drop);
-      ASSERT_EQ(a[i].dscp_set, b[i].dscp_set);
-      ASSERT_EQ(a[i].reason, b[i].reason);
-      ASSERT_EQ(a[i].keyed, b[i].keyed);
-      ASSERT_EQ(a[i].metered_length, b[i].metered_length);
+      ASSERT_TRUE(same_verdict(a[i], b[i]));
       ASSERT_EQ(frames[i], copies[i]);
     }
     now += 20'000 + random() % (burst % 100 == 99 ? 10'000'000 : 200'000);  // now and then past the idle timeout

@@ -183,21 +183,7 @@ TEST_P(PlainBurst, DecidesAsAParsedBurstDoes) {
     plain->process(views_b, b);
     for (std::size_t i = 0; i < n; ++i) {
       SCOPED_TRACE("burst " + std::to_string(burst) + " packet " + std::to_string(i));
-      ASSERT_EQ(a[i].rule, b[i].rule);
-      ASSERT_EQ(a[i].in, b[i].in);
-      ASSERT_EQ(a[i].out, b[i].out);
-      ASSERT_EQ(a[i].drop, b[i].drop);
-      ASSERT_EQ(a[i].dscp_set, b[i].dscp_set);
-      ASSERT_EQ(a[i].pcp_set, b[i].pcp_set);
-      ASSERT_EQ(a[i].dscp, b[i].dscp);
-      ASSERT_EQ(a[i].reason, b[i].reason);
-      ASSERT_EQ(a[i].error, b[i].error);
-      ASSERT_EQ(a[i].metered_length, b[i].metered_length);
-      ASSERT_EQ(a[i].keyed, b[i].keyed);
-      ASSERT_EQ(a[i].table_full, b[i].table_full);
-      ASSERT_EQ(a[i].handoff, b[i].handoff);
-      ASSERT_EQ(a[i].queue_full, b[i].queue_full);
-      ASSERT_EQ(a[i].delay, b[i].delay);
+      ASSERT_TRUE(same_verdict(a[i], b[i]));
       ASSERT_EQ(frames[i].bytes, copies[i].bytes);  // the same remarks
     }
     // Now and then past the keys' idle timeout: they expire, are swept or renewed.
