@@ -105,7 +105,8 @@ class Classifier {
                            address_word(src_mask, dst_mask));
     }
     // The same with both addresses as one word, source in the low half (as an IPv4 header holds them,
-    // read on a little-endian machine), and the entry's fields in locals of the caller's loop.
+    // read on a little-endian machine), and the entry's fields given apart, where the caller's loop
+    // keeps them (worker.cpp's plain pass).
     static std::uint64_t address_word(std::uint32_t s, std::uint32_t d) noexcept {
       return std::uint64_t{s} | std::uint64_t{d} << 32;
     }

@@ -68,12 +68,6 @@ struct KeyShape {
   std::uint8_t ipv6_prefix = 128;
 };
 
-// The key of a parsed IP packet for a per-key rule. An IPv4 key is built as its two words, each
-// stored whole: a key built by narrower stores and read back as words by the hash stalls on store
-// forwarding (secret_hash.hpp). Always inlined: with two callers on the packet path (the per-key loop
-// and max-flows' flow key) GCC made it a call, 4% of tricolord's worker samples (issue 23).
-// `pair`, if given: the key's first two words (native order), all that is not zero of an IPv4 key;
-// returns whether the key is IPv4, so that a caller may hash it from registers (SecretHash::of_pair).
 // An IPv4 key from its fields as a frame holds them (`raw_ports`: both ports, source first, 0 without
 // ports; `addresses`: source in the low half), stored as its two words and the zero tail; the words
 // into `pair`. make_key's IPv4 keys and the plain burst's (worker.cpp), which reads them off the frame.
@@ -91,6 +85,12 @@ struct KeyShape {
   pair[1] = masked;
 }
 
+// The key of a parsed IP packet for a per-key rule. An IPv4 key is built as its two words, each
+// stored whole: a key built by narrower stores and read back as words by the hash stalls on store
+// forwarding (secret_hash.hpp). Always inlined: with two callers on the packet path (the per-key loop
+// and max-flows' flow key) GCC made it a call, 4% of tricolord's worker samples (issue 23).
+// `pair`, if given: the key's first two words (native order), all that is not zero of an IPv4 key;
+// returns whether the key is IPv4, so that a caller may hash it from registers (SecretHash::of_pair).
 [[gnu::always_inline]] inline bool make_key(const KeyShape& shape, const Parsed& p, MeterKey& key,
                                             std::uint64_t* pair) noexcept {
   using namespace key_layout;
