@@ -99,7 +99,8 @@ std::unique_ptr<Engine> make_engine(std::uint32_t capacity) {
 }
 
 // Every key inserted once (untimed), then bursts of 32 packets of keys in random order; ns_per_packet.
-void run_engine(benchmark::State& state, Engine& engine, std::uint32_t keys) {
+// `arp_at`: the place in every timed burst of a frame that is not IP (an ARP frame), or -1 for none.
+void run_engine(benchmark::State& state, Engine& engine, std::uint32_t keys, int arp_at = -1) {
   Frames frames;
   Verdict verdicts[kBurst];
   for (std::uint32_t id = 0; id < keys; id += kBurst) {
@@ -108,6 +109,7 @@ void run_engine(benchmark::State& state, Engine& engine, std::uint32_t keys) {
     for (std::size_t k = 0; k < n; ++k) frames.set(k, id + static_cast<std::uint32_t>(k), now);
     engine.process(std::span(frames.views, n), verdicts);
   }
+  if (arp_at >= 0) frames.bytes[arp_at][12] = 0x08, frames.bytes[arp_at][13] = 0x06;
   const auto& seq = sequence(keys);
   std::size_t pos = 0;
   for (auto _ : state) {
@@ -128,6 +130,21 @@ void BM_engine_per_key(benchmark::State& state) {
   run_engine(state, *engine, keys);
   state.counters["live_keys"] = static_cast<double>(engine->live_keys(0));
   state.counters["bytes_per_key"] = static_cast<double>(engine->key_memory_bytes(0)) / std::max<std::size_t>(1, engine->live_keys(0));
+}
+
+// BM_engine_per_key/<keys> with one frame of every burst not IP (ARP, the default action), at the
+// burst's first place (0) or its last (31), with plain bursts (third argument 1: worker.cpp; none is
+// plain, the pass given up at that frame, and the 3 bursts after it parsed straight away) or without
+// them (0: EngineOptions::plain_bursts off, every burst parsed, as before plain bursts): what plain
+// bursts cost traffic that is not all plain.
+void BM_engine_per_key_not_plain(benchmark::State& state) {
+  const auto keys = static_cast<std::uint32_t>(state.range(0));
+  EngineOptions options;
+  options.plain_bursts = state.range(2) != 0;
+  auto engine = Engine::create(policy(std::max<std::uint32_t>(keys, 1024)), *policer::TickRate::make(rte_get_tsc_hz()),
+                               options);
+  if (!engine) return state.SkipWithError("could not make the engine");
+  run_engine(state, **engine, keys, static_cast<int>(state.range(1)));
 }
 
 // BM_engine_per_key with the key table on 2 MiB pages, as the daemon's is (huge_page_arena.hpp):
@@ -412,6 +429,7 @@ void BM_policy_update(benchmark::State& state) {
 
 BENCHMARK(BM_engine_per_key)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_per_key_huge_pages)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_engine_per_key_not_plain)->ArgsProduct({{4096}, {0, kBurst - 1}, {0, 1}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_aggregate)->Arg(4096)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_flows)->ArgsProduct({{4096, 1 << 20}, {0, 1}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_shaping)->ArgsProduct({{0, 4096, 1 << 20}, {0, 1, 2}})->Unit(benchmark::kNanosecond);
