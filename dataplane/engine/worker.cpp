@@ -7,12 +7,13 @@
 
 #include "dataplane/engine/actions.hpp"
 #include "dataplane/engine/parse.hpp"
+#include "dataplane/engine/plain_pass.hpp"
 #include "dataplane/engine/rcu.hpp"
 
 namespace tricolor::dataplane {
 
 namespace {
-constexpr std::size_t kPrefetchAhead = 4;      // frames whose first line is fetched while parsing
+using plain::kPrefetchAhead;                   // frames whose first line is fetched while parsing
 constexpr std::size_t kSweepBudget = 64;       // key-table index slots examined per burst
 // After a burst that was not plain (a frame not plain IPv4, or not the set's only entry's), the bursts
 // parsed straight away: where every burst has such a frame, one in this many more tries the plain pass.
@@ -416,101 +417,6 @@ void Worker::sweep_keys(const RuleSet& set, std::uint64_t now) noexcept {
   if (table.sweep(now, kSweepBudget) != 0) touched_[touched_count_++] = &table;
 }
 
-namespace {
-
-// What process() fills for a burst, by each packet's place in it: its arrival, metered length and
-// input color; the packets metered here, grouped by rule (their places); the keys of per-key rules'
-// packets, and a uniform burst's hashes of them in the order metered (its one group's).
-struct BurstArrays {
-  std::uint64_t times[Worker::kMaxBurst];
-  std::uint32_t lengths[Worker::kMaxBurst];
-  Color in[Worker::kMaxBurst];
-  std::uint8_t order[Worker::kMaxBurst];
-  MeterKey keys[Worker::kMaxBurst];
-  std::uint64_t key_hashes[Worker::kMaxBurst];
-};
-
-// Every place in a burst, in order: a plain burst's group.
-constexpr auto kInOrder = [] {
-  std::array<std::uint8_t, Worker::kMaxBurst> places{};
-  for (std::size_t i = 0; i < Worker::kMaxBurst; ++i) places[i] = static_cast<std::uint8_t>(i);
-  return places;
-}();
-
-// A plain burst's one pass (Worker::process says when): true if every frame is plain IPv4 and matched
-// by the set's only entry, with its verdict fresh, its key made, hashed and its index line fetched,
-// its length, input color (green: the rule is blind), place and arrival in `arrays`, and the earliest
-// and latest arrival. False at the first frame that is not, what it wrote before then to be written
-// again by the parse. Apart from process(), and hot: inlined there, GCC took it for a cold path and
-// compiled its stores of zeros (a fresh verdict, a key's zero tail) as `rep stos`, a microcoded string
-// store, and spilled; the arrays in one object: one register for all of them.
-template <bool kKeyed, LengthBase kBase>
-[[gnu::noinline, gnu::hot]] bool plain_pass(const Classifier::OnlyEntry& only, const CompiledRule& rule,
-                                            const KeyedMeters* table, std::span<const PacketView> burst,
-                                            Verdict* verdicts, BurstArrays& arrays, std::uint64_t& earliest_out,
-                                            std::uint64_t& latest_out) noexcept {
-  static constexpr Verdict kFresh{};
-  // The entry's words (in a local read through a laundered reference, which GCC does not see through)
-  // and the rule's fields read through references: loaded again for every packet (the key's byte
-  // stores may alias them), each an operand of the one instruction that uses it. As locals of their
-  // own they took registers the loop has too few of, and GCC 12 spilled others: 6 instructions more a
-  // packet (bench/instructions.py engine, issue 23).
-  struct Invariants {
-    std::uint64_t addresses_wanted, addresses_mask;
-    std::uint8_t protocol, protocol_mask;
-  };
-  const Invariants invariants{Classifier::OnlyEntry::address_word(only.src, only.dst),
-                              Classifier::OnlyEntry::address_word(only.src_mask, only.dst_mask), only.protocol,
-                              only.protocol_mask};
-  const Invariants& entry = *std::launder(&invariants);
-  const KeyShape& shape = rule.key_shape;
-  const std::int32_t& adjust = rule.length.adjust;
-  const PacketView* const views = burst.data();
-  const std::size_t n = burst.size();
-  const auto take = [&](std::size_t i) __attribute__((always_inline)) {
-    const PacketView& view = views[i];
-    PlainIpv4 frame;
-    if (!plain_ipv4(view, frame)) [[unlikely]] return false;
-    // First what needs the frame's length: its value is dead by the hash below (GCC spilled it).
-    arrays.lengths[i] = metered_length<kBase>(view, static_cast<std::uint16_t>(frame.total_length), adjust);
-    arrays.times[i] = view.arrival;
-    const std::uint64_t addresses = frame.addresses();
-    if (!Classifier::OnlyEntry::matches_words(frame.protocol, addresses, entry.protocol, entry.protocol_mask,
-                                              entry.addresses_wanted, entry.addresses_mask)) [[unlikely]]
-      return false;
-    if constexpr (kKeyed) {
-      std::uint64_t pair[2];
-      store_ipv4_key(shape, frame.protocol, frame.raw_ports(), addresses, arrays.keys[i], pair);
-      const std::uint64_t hash = table->hash_of_pair(pair[0], pair[1]);
-      arrays.key_hashes[i] = hash;
-      table->prefetch(hash);
-    }
-    return true;
-  };
-  // Two loops, so that the prefetch needs no bound test a packet.
-  const std::size_t prefetching = n > kPrefetchAhead ? n - kPrefetchAhead : 0;
-  for (std::size_t i = 0; i < prefetching; ++i) {
-    __builtin_prefetch(views[i + kPrefetchAhead].data);
-    if (!take(i)) [[unlikely]] return false;
-  }
-  for (std::size_t i = prefetching; i < n; ++i)
-    if (!take(i)) [[unlikely]] return false;
-  // The earliest and latest arrival, the fresh verdicts and the rest apart: fewer values live in the loop
-  // above, whose registers GCC spills already.
-  std::uint64_t earliest = UINT64_MAX, latest = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    earliest = std::min(earliest, arrays.times[i]);
-    latest = std::max(latest, arrays.times[i]);
-  }
-  std::fill_n(verdicts, n, kFresh);
-  std::fill_n(arrays.in, n, Color::green);
-  std::copy_n(kInOrder.begin(), n, arrays.order);
-  earliest_out = earliest;
-  latest_out = latest;
-  return true;
-}
-
-}  // namespace
 
 const CompiledRule* Worker::plain_rule(const RuleSet& set, std::uint32_t r) const noexcept {
   const CompiledRule& rule = set.rules[r];
@@ -539,7 +445,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
   // under its rule, for the packets metered here).
   // In one object with the arrays the passes below fill, so that the plain pass reaches them all from
   // one address (BurstArrays).
-  BurstArrays arrays;
+  plain::BurstArrays arrays;
   auto& times = arrays.times;
   auto& lengths = arrays.lengths;
   auto& in = arrays.in;
@@ -606,13 +512,13 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     const KeyedMeters* const table = keyed ? set.worker_rule(only->rule, id_).keys : nullptr;
     const std::span<const PacketView> frames(burst.data(), n);
     switch (plain_rule->length.base) {
-      case LengthBase::l3: return plain_pass<keyed, LengthBase::l3>(*only, *plain_rule, table, frames, verdicts.data(), arrays,
+      case LengthBase::l3: return plain::pass<keyed, LengthBase::l3>(*only, *plain_rule, table, frames, verdicts.data(), arrays,
                                                                  plain_earliest, plain_latest);
-      case LengthBase::l2: return plain_pass<keyed, LengthBase::l2>(*only, *plain_rule, table, frames, verdicts.data(), arrays,
+      case LengthBase::l2: return plain::pass<keyed, LengthBase::l2>(*only, *plain_rule, table, frames, verdicts.data(), arrays,
                                                                  plain_earliest, plain_latest);
       case LengthBase::l1: break;
     }
-    return plain_pass<keyed, LengthBase::l1>(*only, *plain_rule, table, frames, verdicts.data(), arrays, plain_earliest,
+    return plain::pass<keyed, LengthBase::l1>(*only, *plain_rule, table, frames, verdicts.data(), arrays, plain_earliest,
                                              plain_latest);
   };
   bool plain = false;

@@ -27,7 +27,7 @@ EXPECTED = {
         3, "KeyTable::prefetch of the index lines of keys hashed there, and find_or_create's prefetch "
            "of a found key's second line in its two forms (two key words compared, or all)"),
     "tricolor::dataplane::Worker::sweep_keys": (1, "KeyTable::sweep's prefetch of the entries ahead"),
-    "bool tricolor::dataplane::(anonymous namespace)::plain_pass<": (
+    "bool tricolor::dataplane::plain::pass<": (
         12, "a plain burst's prefetch of each frame in its six forms (three length bases, keyed or not), and "
             "KeyTable::prefetch of each key's index line in the keyed forms' two loops"),
     "tricolor::dataplane::FlowCache::classify": (2, "the flow cache's prefetch of each packet's two candidate slots"),
