@@ -241,7 +241,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(const Policy& policy, policer::
       engine->workers_[w]->set_flow_cache(std::move(cache));
     }
   }
-  for (auto& worker : engine->workers_) worker->set_plain_bursts(options.plain_bursts);
+  for (auto& worker : engine->workers_) {
+    worker->set_plain_bursts(options.plain_bursts);
+    worker->set_meter_finishes(options.meter_finishes);
+  }
   if (auto ok = engine->update(policy, options.limits); !ok) return ok.error();
   return engine;
 }

@@ -83,6 +83,9 @@ struct EngineOptions {
   policer::ClusterMode cluster_start_mode = policer::ClusterMode::share;
   // A test switch: off, every burst is parsed, none plain (worker.cpp), so that a test compares the two.
   bool plain_bursts = true;
+  // A test switch: off, process() finishes every group of a burst itself, none in the meter's loop
+  // (Worker::Finished), so that a test compares the two.
+  bool meter_finishes = true;
 };
 
 // A cluster meter as the lease side sees it (Engine::clusters()).

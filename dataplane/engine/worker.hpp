@@ -113,6 +113,8 @@ class Worker {
   // Whether a burst under a set of one IPv4 entry may skip the Parsed (worker.cpp, the plain burst):
   // on unless a test turns it off, to compare the two packet for packet.
   void set_plain_bursts(bool on) noexcept { plain_bursts_ = on; }
+  // Whether meter_keyed() may finish a group itself (Finished): on unless a test turns it off.
+  void set_meter_finishes(bool on) noexcept { meter_finishes_ = on; }
   // Bursts that were plain, for tests (this worker's thread reads it).
   std::uint64_t plain_bursts_taken() const noexcept { return plain_taken_; }
 
@@ -127,13 +129,24 @@ class Worker {
   // but its addresses, protocol, ports and length (color-blind, no remark, keys metered where they
   // arrive, no flow limit); else nullptr.
   const CompiledRule* plain_rule(const RuleSet& set, std::uint32_t r) const noexcept;
+  // A group that meter_keyed() finished itself: its verdicts written and its packets and bytes summed
+  // by output color, for the rule's counters (process() asks for it, with `finish`, when the group is
+  // the whole burst in order under a color-blind rule that neither shapes nor remarks a green packet
+  // and has no parent or cluster meter; meter_keyed does it when no key of the burst found the table
+  // full, has a flow limit or changes to catch up on: the usual burst).
+  struct Finished {
+    bool done = false;
+    std::uint64_t packets[3] = {};
+    std::uint64_t bytes[3] = {};
+  };
   // Returns how many of the packets found the table full (Verdict::table_full).
   std::size_t meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
                           std::span<const MeterKey> keys, std::span<const PacketView> burst,
                           std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
                           std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
                           std::span<Verdict> verdicts, std::span<const Parsed> parsed,
-                          const std::uint64_t* hashed = nullptr, bool ipv4_keys = false) noexcept;
+                          const std::uint64_t* hashed = nullptr, bool ipv4_keys = false,
+                          Finished* finish = nullptr) noexcept;
   // A max-flows rule's packet on its key's entry (under the entry's seqlock): its flow found, opened,
   // closed or refused. Returns false if it is refused.
   struct FlowTally {  // a burst's flow events of one rule, added to its counters once
@@ -172,6 +185,7 @@ class Worker {
   WorkerDefaultCounters defaults_;
   std::unique_ptr<FlowCache> flow_cache_;
   bool plain_bursts_ = true;
+  bool meter_finishes_ = true;
   unsigned plain_backoff_ = 0;  // bursts still to parse straight away after one that was not plain
   std::uint64_t plain_taken_ = 0;
   // meter_keyed()'s ticks of its rule's history, worked out at a burst's first key behind a change.

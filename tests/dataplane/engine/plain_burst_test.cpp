@@ -1,8 +1,9 @@
 // Plain bursts (dataplane/engine/worker.cpp): under a set of one IPv4 entry, a burst of plain IPv4
-// frames the entry matches is classified, keyed and measured straight from its frames, with no Parsed.
-// An engine that takes them decides every packet as one that parses every burst (EngineOptions::
-// plain_bursts off): verdicts, remarks, rule and default counters and every key's meter, over random
-// bursts mixing plain frames with every frame that is not plain (tagged, a stripped tag, IP options,
+// frames the entry matches is classified, keyed and measured straight from its frames, with no Parsed;
+// and a burst all of one color-blind per-key rule has its verdicts written in the meter's loop
+// (Worker::Finished). An engine that does both decides every packet as one that parses every burst
+// and finishes it apart (EngineOptions::plain_bursts and meter_finishes off): verdicts, remarks, rule
+// and default counters and every key's meter, over random bursts mixing plain frames with every frame that is not plain (tagged, a stripped tag, IP options,
 // truncated, a length past the wire, ARP, another destination or protocol) and with plain frames of
 // every kind (TCP, ICMP, fragments, a capture shorter than the wire), keys expiring, a table that
 // fills, shaping and a parent; and the sets whose rule reads more of a packet are never plain.
@@ -117,9 +118,12 @@ Policy policy_of(const Case& c) {
   return p;
 }
 
-std::unique_ptr<Engine> make(const Case& c, bool plain_bursts) {
+// `fast`: plain bursts, and groups finished in the meter's loop (worker.hpp, Worker::Finished), on;
+// else both off, every burst parsed and finished by process() as before either.
+std::unique_ptr<Engine> make(const Case& c, bool fast) {
   EngineOptions options;
-  options.plain_bursts = plain_bursts;
+  options.plain_bursts = fast;
+  options.meter_finishes = fast;
   auto made = Engine::create(policy_of(c), *policer::TickRate::make(kHz), options);
   EXPECT_TRUE(made.ok()) << made.error().message;
   return made.ok() ? std::move(*made) : nullptr;
