@@ -207,7 +207,9 @@ class KeyTable {
   }
 
   // The key's entry, or nullptr: a look-up that creates and renews nothing (a max-flows rule's sweep
-  // closing a flow of that key).
+  // closing a flow of that key; with `kFetchSecondLine`, a burst's look-up of its found keys before
+  // it creates the others, which fetches a found entry's second line as find_or_create() does).
+  template <KeyWords kCompared = KeyWords::all, bool kFetchSecondLine = false>
   Entry* find(const Key& key, std::uint64_t hash) const noexcept {
     const auto tag = static_cast<std::uint32_t>(hash >> 32);
     for (std::size_t pos = hash & mask_;; pos = (pos + 1) & mask_) {
@@ -215,7 +217,11 @@ class KeyTable {
       if (s == 0) return nullptr;
       if (static_cast<std::uint32_t>(s >> 32) == tag) {
         Entry* e = entry_at(static_cast<std::uint32_t>(s) - 1);
-        if (same_key(e->key, key)) return e;
+        if (same_key<kCompared == KeyWords::two ? 2 : kKeyWords>(e->key, key)) [[likely]] {
+          if constexpr (kFetchSecondLine)
+            __builtin_prefetch(reinterpret_cast<const char*>(e) + key_table_detail::kCacheLine, 1, 3);
+          return e;
+        }
       }
     }
   }
