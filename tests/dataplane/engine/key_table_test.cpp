@@ -521,6 +521,8 @@ TEST(KeyTableHash, EveryTableHasItsOwnSecret) {
 
 // A key whose words past the first two are zero (an IPv4 meter key) is hashed from one multiplication
 // and a constant: the same value as the whole key's NH, so the table cannot tell the two paths apart.
+// (On x86-64 the short path's multiplications are inline assembly, of_words' portable C++: this holds
+// the one to the other.)
 TEST(KeyTableHash, AZeroTailHashesAsTheWholeKey) {
   SecretHash<40> hash;
   Rng r{23};
