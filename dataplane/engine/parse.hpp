@@ -100,14 +100,15 @@ struct PlainIpv4 {
   const std::uint8_t* frame = view.data;
   const std::uint8_t* ip = frame + kL3Offset;
   if (load_raw16(frame + kL3Offset - 2) != network16(kEtherTypeIpv4) || ip[0] != kVersion4Ihl5) return false;
-  const std::uint32_t total_length = load_be16(ip + 2);
-  const std::uint32_t wire_l3_bytes = view.wire_length > kL3Offset ? view.wire_length - kL3Offset : 0;
-  if (total_length < kL4Offset - kL3Offset || total_length > wire_l3_bytes) return false;
+  const std::uint32_t total_length = load_be16(ip + 2);  // at most 65535: the sums below do not wrap
+  if (total_length < kL4Offset - kL3Offset || kL3Offset + total_length > view.wire_length) return false;
   const std::uint8_t protocol = ip[9];
   const bool fragment = (load_raw16(ip + 6) & network16(kFragmentBits)) != 0;
   const bool ports = !fragment && parse_detail::has_ports(protocol);
   const std::uint32_t readable_end = std::min(view.captured, kL3Offset + total_length);
-  if (ports && kPortsEnd > readable_end) return false;  // truncated_l4: parse_any says so
+  // The ports end within the datagram: within the capture too, which holds kPortsEnd bytes (tested
+  // above). truncated_l4 otherwise: parse_any says so.
+  if (ports && kL3Offset + total_length < kPortsEnd) return false;
   out.ip = ip;
   out.total_length = total_length;
   out.readable_end = readable_end;
