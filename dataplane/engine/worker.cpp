@@ -256,7 +256,9 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
         if constexpr (!plain) {
           if (e == nullptr) continue;
         }
+        // Read before the seqlock's fence (a compiler barrier), which would have them loaded again.
         const std::uint64_t now = tick_at[k];
+        const std::uint32_t length = length_at[k];
         if (table.renew_if_idle(*e, now, [&] { return policer::full_state(profile, now); })) [[unlikely]]
           ++renewed;
         KeyedMeters::begin_write(*e);
@@ -275,16 +277,16 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
         }
         if (!plain && e->state.last < changed_at) [[unlikely]]
           catch_up(e->state, now);
-        const Color color = decide(e->state, k);
+        const Color color = decide(e->state, k, now, length);
         const auto c = static_cast<std::size_t>(color);
         const std::uint32_t bytes = l2_bytes(view_at[in_order ? k : place_at[k]]);
         ++e->counters.packets[c];
         e->counters.bytes[c] += bytes;
         KeyedMeters::end_write(*e);
-        then(k, color, bytes);
+        then(k, color, bytes, length);
       }
     };
-    const auto to_out = [&](std::size_t k, Color color, std::uint32_t) __attribute__((always_inline)) {
+    const auto to_out = [&](std::size_t k, Color color, std::uint32_t, std::uint32_t) __attribute__((always_inline)) {
       out_at[k] = color;
     };
     const auto each = [&](auto&& decide) __attribute__((always_inline)) { each_of(std::false_type{}, std::false_type{}, decide, to_out); };
@@ -293,33 +295,35 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
         if (mine.ledger != nullptr) {  // queue N: bounded on this worker, whichever key a packet is of
           policer::ShapeQueue& queue = mine.ledger->queue();
           queue.set_limit(rule.shape_queue);  // N as this set says: a live change may have lowered it
-          each([&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
+          each([&](policer::State& state, std::size_t k, std::uint64_t now, std::uint32_t length) __attribute__((always_inline)) {
             policer::ShapeDrop drop;
-            const auto wait = policer::shape<Algo>(state, profile, tick_at[k], length_at[k], max_delay, queue, drop);
+            const auto wait = policer::shape<Algo>(state, profile, now, length, max_delay, queue, drop);
             delays[k] = wait ? static_cast<std::uint32_t>(*wait)
                              : drop == policer::ShapeDrop::queue_full ? policer::kQueueFullMark : 0;
             return wait ? Color::green : Color::red;
           });
           return;
         }
-        each([&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
-          const auto wait = policer::shape<Algo>(state, profile, tick_at[k], length_at[k], max_delay);
+        each([&](policer::State& state, std::size_t k, std::uint64_t now, std::uint32_t length) __attribute__((always_inline)) {
+          const auto wait = policer::shape<Algo>(state, profile, now, length, max_delay);
           delays[k] = static_cast<std::uint32_t>(wait.value_or(0));
           return wait ? Color::green : Color::red;
         });
         return;
       }
     }
-    const auto police = [&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
-      return blind ? policer::check_blind<Algo>(state, profile, tick_at[k], length_at[k])
-                   : policer::check_aware<Algo>(state, profile, tick_at[k], length_at[k], in_at[k]);
+    const auto police = [&](policer::State& state, std::size_t k, std::uint64_t now, std::uint32_t length)
+                            __attribute__((always_inline)) {
+      return blind ? policer::check_blind<Algo>(state, profile, now, length)
+                   : policer::check_aware<Algo>(state, profile, now, length, in_at[k]);
     };
     // A key's state is never older than 0, so a changed_at of 0 asks nothing of any key. The usual
     // burst's loop for a color-blind rule checks blind without testing the rule per packet.
     if (full == 0 && flows == nullptr && changed_at == 0) {
       if (blind) {
-        const auto check = [&](policer::State& state, std::size_t k) __attribute__((always_inline)) {
-          return policer::check_blind<Algo>(state, profile, tick_at[k], length_at[k]);
+        const auto check = [&](policer::State& state, std::size_t, std::uint64_t now, std::uint32_t length)
+                               __attribute__((always_inline)) {
+          return policer::check_blind<Algo>(state, profile, now, length);
         };
         if (finish != nullptr) {
           // The group finished here (Finished): the verdict written as process()'s finish would, fresh
@@ -331,13 +335,14 @@ std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<c
           const std::uint8_t* const does = rule.action_does.data();  // row 0: the input green
           std::uint64_t* const packets_by = finish->packets;
           std::uint64_t* const bytes_by = finish->bytes;
-          each_of(std::true_type{}, std::true_type{}, check, [&](std::size_t k, Color color, std::uint32_t bytes) __attribute__((always_inline)) {
+          each_of(std::true_type{}, std::true_type{}, check, [&](std::size_t k, Color color, std::uint32_t bytes,
+                                                                  std::uint32_t length) __attribute__((always_inline)) {
             const auto c = static_cast<std::size_t>(color);
             Verdict& v = verdict_at[k];
             v.rule = rule_index;
             v.out = color;
             v.drop = (does[c] & action_does::drop) != 0;
-            v.metered_length = length_at[k];
+            v.metered_length = length;
             v.keyed = true;
             ++packets_by[c];
             bytes_by[c] += bytes;
