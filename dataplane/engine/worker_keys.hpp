@@ -75,20 +75,19 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
   }
   const std::uint64_t* const hashes = hashed != nullptr ? hashed : own_hashes;
   std::uint64_t created = 0, renewed = 0, full = 0;
-  // The keys found first, in a loop that only reads the table (its index, mask and chunks stay in
-  // registers; issue 23); then those not found, in order, found or created: a key new twice in the
-  // burst is created at its first packet and found at its second, as in one loop.
+  // The keys found, in a loop that only reads the table (its index, mask and chunks stay in
+  // registers; issue 23), up to the first that is not; from that one on, each found or created, in
+  // order. Only a burst's first new key is probed twice: a flood of new keys costs a probe a burst
+  // more, not one a packet (BM_key_flood: bench/instructions.py engine).
   const auto look_up = [&](auto compared_constant) __attribute__((always_inline)) {
     constexpr auto kCompared = decltype(compared_constant)::value;
     const KeyedMeters& found_in = table;
-    std::size_t missed = 0;
-    for (std::size_t k = 0; k < n; ++k) {
+    std::size_t k = 0;
+    for (; k < n; ++k) {
       entries[k] = found_in.find<kCompared, true>(keys[packets[k]], hashes[k]);
-      missed += entries[k] == nullptr;
+      if (entries[k] == nullptr) [[unlikely]] break;
     }
-    if (missed == 0) [[likely]] return;
-    for (std::size_t k = 0; k < n; ++k) {
-      if (entries[k] != nullptr) continue;
+    for (; k < n; ++k) {
       KeyedMeters::Outcome outcome;
       const std::uint64_t now = times[k];
       entries[k] = table.find_or_create<kCompared>(keys[packets[k]], hashes[k],
