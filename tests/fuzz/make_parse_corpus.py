@@ -93,6 +93,9 @@ def corpus():
     yield "ipv4_first_fragment", fuzz_input(
         ethernet(ETH_IPV4, ipv4(TCP, tcp(1, 2, bytes(16)), flags_fragment=IPV4_MORE_FRAGMENTS)))
     yield "ipv4_later_fragment", fuzz_input(ethernet(ETH_IPV4, ipv4(UDP, bytes(24), flags_fragment=185)))
+    # A datagram of 22 bytes, cut inside its UDP ports, in a frame padded to Ethernet's 60: the capture
+    # holds the ports, the datagram does not (truncated_l4, the plain frame's edge).
+    yield "ipv4_udp_ports_past_datagram", fuzz_input(ethernet(ETH_IPV4, ipv4(UDP, struct.pack("!H", 53)) + bytes(24)))
     yield "ipv4_icmp_stripped_and_tag", fuzz_input(
         ethernet(ETH_IPV4, ipv4(ICMP, bytes([8, 0, 0, 0, 0, 1, 0, 1])), tags=[(TPID_LEGACY_QINQ, 0x0030)]),
         flags=FLAG_STRIPPED_VLAN, stripped_tci=0x6123)
