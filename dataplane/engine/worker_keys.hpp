@@ -40,11 +40,11 @@ struct SubtractExpired {
 }  // namespace worker_keys
 
 inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
-                                std::span<const MeterKey> keys, std::span<const PacketView> burst,
-                                std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
-                                std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
-                                std::span<Verdict> verdicts, std::span<const Parsed> parsed,
-                                const std::uint64_t* hashed, bool ipv4_keys, Finished* finish) noexcept {
+                                       std::span<const MeterKey> keys, std::span<const PacketView> burst,
+                                       std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
+                                       std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
+                                       std::span<Verdict> verdicts, std::span<const Parsed> parsed,
+                                       const std::uint64_t* hashed, bool ipv4_keys, Finished* finish) noexcept {
   const CompiledRule& rule = set.rules[r];
   const WorkerRule& mine = set.worker_rule(r, id_);
   KeyedMeters& table = *mine.keys;
@@ -182,13 +182,16 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
     const auto to_out = [&](std::size_t k, Color color, std::uint32_t, std::uint32_t) __attribute__((always_inline)) {
       out_at[k] = color;
     };
-    const auto each = [&](auto&& decide) __attribute__((always_inline)) { each_of(std::false_type{}, std::false_type{}, decide, to_out); };
+    const auto each = [&](auto&& decide) __attribute__((always_inline)) {
+      each_of(std::false_type{}, std::false_type{}, decide, to_out);
+    };
     if constexpr (policer::kShapes<Algo>) {
       if (max_delay != 0) [[unlikely]] {  // a shaping rule: green now or later, or late (red)
         if (mine.ledger != nullptr) {  // queue N: bounded on this worker, whichever key a packet is of
           policer::ShapeQueue& queue = mine.ledger->queue();
           queue.set_limit(rule.shape_queue);  // N as this set says: a live change may have lowered it
-          each([&](policer::State& state, std::size_t k, std::uint64_t now, std::uint32_t length) __attribute__((always_inline)) {
+          each([&](policer::State& state, std::size_t k, std::uint64_t now, std::uint32_t length)
+                   __attribute__((always_inline)) {
             policer::ShapeDrop drop;
             const auto wait = policer::shape<Algo>(state, profile, now, length, max_delay, queue, drop);
             delays[k] = wait ? static_cast<std::uint32_t>(*wait)
@@ -197,7 +200,8 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
           });
           return;
         }
-        each([&](policer::State& state, std::size_t k, std::uint64_t now, std::uint32_t length) __attribute__((always_inline)) {
+        each([&](policer::State& state, std::size_t k, std::uint64_t now, std::uint32_t length)
+                 __attribute__((always_inline)) {
           const auto wait = policer::shape<Algo>(state, profile, now, length, max_delay);
           delays[k] = static_cast<std::uint32_t>(wait.value_or(0));
           return wait ? Color::green : Color::red;
@@ -299,7 +303,7 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
 // is closed without touching this life's count. A refusal is exact: before it, every flow idle at
 // `now` (any key's: the flow table is shared) is closed.
 inline bool Worker::track_flow(const CompiledRule& rule, FlowTable& flows, KeyedMeters& keys, KeyedMeters::Entry& key,
-                        const Parsed& parsed, std::uint64_t now, FlowTally& tally) noexcept {
+                               const Parsed& parsed, std::uint64_t now, FlowTally& tally) noexcept {
   MeterKey five;
   static constexpr KeyShape kFlowShape(kFlowKey);
   make_key(kFlowShape, parsed, five);
