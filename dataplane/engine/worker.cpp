@@ -37,6 +37,15 @@ std::uint32_t length_of(Base, const PacketView& view, const Parsed& parsed, cons
 bool unmetered(const Verdict& v, KeyFallback fallback) noexcept {
   return v.table_full && fallback != KeyFallback::aggregate;
 }
+
+// Whether any color's action rewrites a packet that came in green (the first row of actions: every
+// packet of a color-blind rule), which reads the header's offsets from its Parsed.
+bool rewrites_green(const CompiledRule& rule) noexcept {
+  constexpr std::size_t kGreenIn = 0;
+  for (std::size_t out = 0; out < 3; ++out)
+    if ((rule.action_does[3 * kGreenIn + out] & action_does::rewrite) != 0) return true;
+  return false;
+}
 }  // namespace
 
 void Worker::quiescent() noexcept { rcu_.quiescent(id_); }
@@ -127,9 +136,7 @@ void Worker::shape_shared(policer::SharedMeter& meter, const CompiledRule& rule,
 const CompiledRule* Worker::plain_rule(const RuleSet& set, std::uint32_t r) const noexcept {
   const CompiledRule& rule = set.rules[r];
   if (rule.input != InputColor::blind) return nullptr;  // the input color: DSCP or PCP
-  constexpr std::size_t kGreenIn = 0;  // a blind rule's packets come in green: the first row of actions
-  for (std::size_t out = 0; out < 3; ++out)
-    if ((rule.action_does[3 * kGreenIn + out] & action_does::rewrite) != 0) return nullptr;  // the header's offsets
+  if (rewrites_green(rule)) return nullptr;  // the header's offsets
   if (rule.per_key.kind != KeyKind::none) {
     if (rule.placement == Placement::by_key_hash) return nullptr;  // keys handed over: the hand-off's own pass
     if (set.worker_rule(r, id_).flows != nullptr) return nullptr;  // max-flows: TCP flags
@@ -428,9 +435,8 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     } else {
       // The group finished by meter_keyed if it can be (Finished): the whole burst in order, nothing
       // after the key's meter that reads its color, no remark of a green packet (the input green).
-      const bool direct = meter_finishes_ && whole_burst && blind && !shaping && cr.parent == nullptr && cr.cluster == nullptr &&
-                          std::none_of(cr.action_does.begin(), cr.action_does.begin() + 3,
-                                       [](std::uint8_t does) { return (does & action_does::rewrite) != 0; });
+      const bool direct = meter_finishes_ && whole_burst && blind && !shaping && cr.parent == nullptr &&
+                          cr.cluster == nullptr && !rewrites_green(cr);
       table_full = meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), times_k, lengths_k,
                                in_k, {out, count}, {delays, shaping ? count : 0}, verdicts, {parsed, n},
                                uniform ? key_hashes : nullptr, uniform && ipv4_keys, direct ? &finished : nullptr);
