@@ -115,12 +115,16 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
   auto* const views = reinterpret_cast<PacketView*>(view_storage);
   auto* const verdicts = reinterpret_cast<Verdict*>(verdict_storage);
   const Viewed viewed = view_all(mbufs, n, views);
-  const RuleSet& set = worker_.process(std::span<PacketView>(views, n), std::span<Verdict>(verdicts, n), handed);
+  // A burst that goes out or back to the pool whole (below) is not read packet by packet: its verdicts
+  // may be left unwritten (Worker::VerdictsRead).
+  const bool sent_whole = viewed.one_ingress && viewed.no_stripped && wheel_.empty();
+  const RuleSet& set = worker_.process(std::span<PacketView>(views, n), std::span<Verdict>(verdicts, n), handed,
+                                       sent_whole ? Worker::VerdictsRead::when_mixed : Worker::VerdictsRead::every);
   // The usual bursts of a policer: within contract, every packet forwarded now, by one port, with no
   // tag to put back and none held before it, is sent as received; far above it, every packet dropped
   // goes back to the pool at once. Neither needs a pass over the verdicts.
   const Worker::WholeBurst whole = worker_.whole_burst();
-  if (whole == Worker::WholeBurst::forwarded && viewed.one_ingress && viewed.no_stripped && wheel_.empty()) [[likely]] {
+  if (whole == Worker::WholeBurst::forwarded && sent_whole) [[likely]] {
     if (options_.stamp_generation) [[unlikely]]
       stamp(mbufs, n, static_cast<std::uint16_t>(set.generation));
     counters_.bursts.add(1);

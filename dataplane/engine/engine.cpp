@@ -691,10 +691,10 @@ void Engine::maintain() noexcept {
   reclaim();
 }
 
-void Engine::process(std::span<PacketView> burst, std::span<Verdict> verdicts) noexcept {
+void Engine::process(std::span<PacketView> burst, std::span<Verdict> verdicts, Worker::VerdictsRead read) noexcept {
   Worker& worker = *workers_[0];
   worker.online();
-  worker.process(burst, verdicts);
+  worker.process(burst, verdicts, {}, read);
   // The control side's work, on this thread: the tables the burst took chunks from, or gave chunks
   // back to, topped up and drained (others have nothing to do), then what retired sets owned freed.
   for (KeyedMeters* table : worker.tables_touched()) table->replenish();

@@ -136,7 +136,9 @@ class Engine {
 
   // One worker on the calling thread (tricolor-replay, tests): worker 0 processes the burst, passes
   // its quiescent point, and the control side reclaims. Remarks are written into the frames.
-  void process(std::span<PacketView> burst, std::span<Verdict> verdicts) noexcept;
+  // `read`: which verdicts the caller reads (Worker::VerdictsRead; whole_burst() of worker(0)).
+  void process(std::span<PacketView> burst, std::span<Verdict> verdicts,
+               Worker::VerdictsRead read = Worker::VerdictsRead::every) noexcept;
 
   // ---- readers (the control thread), of the current set ----
   const Policy& policy() const noexcept { return *current_->policy; }

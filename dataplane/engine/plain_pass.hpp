@@ -38,18 +38,18 @@ inline constexpr auto kInOrder = [] {
 }();
 
 // A plain burst's one pass (Worker::process says when): true if every frame is plain IPv4 and matched
-// by the set's only entry, with its verdict fresh, its key made, hashed and its index line fetched,
+// by the set's only entry, with its key made, hashed and its index line fetched,
 // its length, input color (green: the rule is blind), place and arrival in `arrays`, and the earliest
 // and latest arrival. False at the first frame that is not, what it wrote before then to be written
-// again by the parse. Apart from process(), and hot: inlined there, GCC took it for a cold path and
-// compiled its stores of zeros (a fresh verdict, a key's zero tail) as `rep stos`, a microcoded string
-// store, and spilled; the arrays in one object: one register for all of them.
+// again by the parse. The verdicts are process()'s to write (it may leave a whole burst's unwritten).
+// Apart from process(), and hot: inlined there, GCC took it for a cold path and compiled its stores of
+// zeros (a fresh verdict, a key's zero tail) as `rep stos`, a microcoded string store, and spilled;
+// the arrays in one object: one register for all of them.
 template <bool kKeyed, LengthBase kBase>
 [[gnu::noinline, gnu::hot]] bool pass(const Classifier::OnlyEntry& only, const CompiledRule& rule,
                                             const KeyedMeters* table, std::span<const PacketView> burst,
-                                            Verdict* verdicts, BurstArrays& arrays, std::uint64_t& earliest_out,
+                                            BurstArrays& arrays, std::uint64_t& earliest_out,
                                             std::uint64_t& latest_out) noexcept {
-  static constexpr Verdict kFresh{};
   // The entry's words (in a local read through a laundered reference, which GCC does not see through)
   // and the rule's fields read through references: loaded again for every packet (the key's byte
   // stores may alias them), each an operand of the one instruction that uses it. As locals of their
@@ -95,7 +95,7 @@ template <bool kKeyed, LengthBase kBase>
   }
   for (std::size_t i = prefetching; i < n; ++i)
     if (!take(i)) [[unlikely]] return false;
-  // The earliest and latest arrival, the fresh verdicts and the rest apart: fewer values live in the loop
+  // The earliest and latest arrival and the rest apart: fewer values live in the loop
   // above, whose registers GCC spills already. In the daemon every packet of a burst arrives at its one
   // clock read: a test of that (an OR of differences, 1.5 instructions a packet) instead of the minimum
   // and maximum (9; issue 23's bench/instructions.py engine), which only bursts of a capture need.
@@ -112,7 +112,6 @@ template <bool kKeyed, LengthBase kBase>
       }
     }
   }
-  std::fill_n(verdicts, n, kFresh);
   std::fill_n(arrays.in, n, Color::green);
   std::copy_n(kInOrder.begin(), n, arrays.order);
   earliest_out = earliest;

@@ -145,7 +145,7 @@ const CompiledRule* Worker::plain_rule(const RuleSet& set, std::uint32_t r) cons
 }
 
 const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> verdicts,
-                               std::span<const Handed> handed) noexcept {
+                               std::span<const Handed> handed, VerdictsRead read) noexcept {
   // The newest set, once per burst: it stays ours until our next quiescent point.
   const RuleSet& set = *published_.load(std::memory_order_acquire);
   const std::size_t n = std::min(burst.size(), kMaxBurst);
@@ -225,22 +225,32 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     const KeyedMeters* const table = keyed ? set.worker_rule(only->rule, id_).keys : nullptr;
     const std::span<const PacketView> frames(burst.data(), n);
     switch (plain_rule->length.base) {
-      case LengthBase::l3: return plain::pass<keyed, LengthBase::l3>(*only, *plain_rule, table, frames, verdicts.data(), arrays,
+      case LengthBase::l3: return plain::pass<keyed, LengthBase::l3>(*only, *plain_rule, table, frames, arrays,
                                                                  plain_earliest, plain_latest);
-      case LengthBase::l2: return plain::pass<keyed, LengthBase::l2>(*only, *plain_rule, table, frames, verdicts.data(), arrays,
+      case LengthBase::l2: return plain::pass<keyed, LengthBase::l2>(*only, *plain_rule, table, frames, arrays,
                                                                  plain_earliest, plain_latest);
       case LengthBase::l1: break;
     }
-    return plain::pass<keyed, LengthBase::l1>(*only, *plain_rule, table, frames, verdicts.data(), arrays, plain_earliest,
+    return plain::pass<keyed, LengthBase::l1>(*only, *plain_rule, table, frames, arrays, plain_earliest,
                                              plain_latest);
   };
   bool plain = false;
+  // A plain burst whose verdicts are written only if it turns out mixed (VerdictsRead::when_mixed):
+  // its rule's meter is all that colors it (no shaping, parent or cluster meter), and its counters are
+  // summed from the meter's colors (Finished::colors_only; the aggregate's below). A burst forwarded
+  // or dropped whole costs no verdict (issue 23: the fresh verdict and its fields, 11 instructions a
+  // packet of a per-key rule, the finishing loop of an aggregate one).
+  bool unwritten = false;
   if (plain_rule != nullptr) {
     plain = plain_rule->per_key.kind != KeyKind::none ? plain_by_base(std::true_type{}) : plain_by_base(std::false_type{});
     if (plain) {
       earliest = plain_earliest;
       latest = plain_latest;
       ++plain_taken_;
+      unwritten = read == VerdictsRead::when_mixed && plain_rule->shape_max_delay == 0 &&
+                  plain_rule->parent == nullptr && plain_rule->cluster == nullptr &&
+                  (plain_rule->per_key.kind == KeyKind::none || meter_finishes_);
+      if (!unwritten) std::fill_n(verdicts.data(), n, kFresh);
     } else {
       plain_backoff_ = kPlainBackoff;
     }
@@ -426,6 +436,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     const bool shaping = cr.shape_max_delay != 0;
     std::size_t table_full = 0;  // new keys of a per-key rule that found its table full
     Finished finished;           // the group's verdicts, if meter_keyed wrote them
+    finished.colors_only = unwritten;
     if (cr.per_key.kind == KeyKind::none) {
       if (shaping) [[unlikely]]
         shape_shared(*mine.aggregate, cr, mine, times_k, lengths_k, {delays, count}, {out, count});
@@ -550,6 +561,17 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
         }
       }
     };
+    // A plain burst's verdicts not written yet (`unwritten`): an aggregate rule's, or a per-key rule's
+    // that meter_keyed finished with its colors only; it left any other fresh.
+    const bool pending = unwritten && (!keyed || finished.done);
+    if (pending && !keyed) {
+      for (std::size_t k = 0; k < count; ++k) {  // the whole burst, in order
+        const auto c = static_cast<std::size_t>(out[k]);
+        ++finished.packets[c];
+        finished.bytes[c] += l2_bytes(burst[k]);
+      }
+      finished.done = true;
+    }
     if (finished.done) {
       for (std::size_t c = 0; c < 3; ++c) {
         packets[c] = finished.packets[c];
@@ -559,6 +581,17 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
           dropped_bytes += bytes_by_color[c];
         }
       }
+    }
+    // Mixed after all: its verdicts written now, fresh and finished (and its sums again, the same).
+    const bool write_pending = pending && dropped != 0 && dropped != count;
+    if (write_pending) [[unlikely]] {
+      std::fill_n(verdicts.data(), n, kFresh);
+      packets[0] = packets[1] = packets[2] = 0;
+      bytes_by_color[0] = bytes_by_color[1] = bytes_by_color[2] = 0;
+      dropped = dropped_bytes = 0;
+    }
+    if (finished.done && !write_pending) {
+      // Written by meter_keyed, or not needed.
     } else if (table_full == 0 && !shaping) {
       const auto usual = [&](auto green_in_constant) __attribute__((always_inline)) {
         if (whole_burst) finish(std::true_type{}, green_in_constant, std::true_type{});

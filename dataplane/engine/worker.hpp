@@ -79,8 +79,13 @@ class Worker {
   // this worker's next quiescent(). Packets of per-key rules whose key another worker owns come back
   // marked `handoff`, untouched. `handed`: empty for packets this worker received, else one entry per
   // packet, for packets other workers passed it.
+  // `read`: which verdicts the caller reads: every burst's, or only those of a burst that
+  // whole_burst() says is mixed (the daemon's forwarder, which sends or frees a whole burst as it
+  // came). For the latter, a burst forwarded or dropped whole may be left with its verdicts unwritten:
+  // the usual plain burst (worker.cpp) is, its rule's counters summed from the meter's colors.
+  enum class VerdictsRead : std::uint8_t { every, when_mixed };
   const RuleSet& process(std::span<PacketView> burst, std::span<Verdict> verdicts,
-                         std::span<const Handed> handed = {}) noexcept;
+                         std::span<const Handed> handed = {}, VerdictsRead read = VerdictsRead::every) noexcept;
 
   // What became of the last burst as a whole, when one thing did: every packet metered here under one
   // rule and forwarded now (none dropped, held by shaping, handed over or given the default action),
@@ -134,7 +139,11 @@ class Worker {
   // the whole burst in order under a color-blind rule that neither shapes nor remarks a green packet
   // and has no parent or cluster meter; meter_keyed does it when no key of the burst found the table
   // full, has a flow limit or changes to catch up on: the usual burst).
+  // `colors_only` (asked): no verdict written, each packet's color in `out` instead (the caller writes
+  // the verdicts only if the burst turns out mixed); if the group is not finished, its verdicts are
+  // written fresh for process() to finish.
   struct Finished {
+    bool colors_only = false;
     bool done = false;
     std::uint64_t packets[3] = {};
     std::uint64_t bytes[3] = {};

@@ -120,6 +120,10 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
     tally.expired +=
         flows->expire_due(first, FlowTable::Expiry::whole_buckets, worker_keys::SubtractExpired{table, rule.per_key});
   }
+  // Asked for colors only, a group that will not be finished here has its verdicts written fresh now
+  // (a flow refused, a table full mark them), for process() to finish (Finished).
+  const bool finishing = full == 0 && flows == nullptr && changed_at == 0 && blind;
+  if (finish != nullptr && finish->colors_only && !finishing) std::fill_n(verdicts.data(), n, Verdict{});
   policer::with_algorithm(profile.algorithm(), [&](auto algo) {
     using Algo = decltype(algo);
     // This body is a function of its own (one for each algorithm) that reaches meter_keyed's spans and
@@ -217,12 +221,24 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
     // A key's state is never older than 0, so a changed_at of 0 asks nothing of any key. The usual
     // burst's loop for a color-blind rule checks blind without testing the rule per packet.
     if (full == 0 && flows == nullptr && changed_at == 0) {
-      if (blind) {
+      if (blind) {  // finishing
         const auto check = [&](policer::State& state, std::size_t, std::uint64_t now, std::uint32_t length)
                                __attribute__((always_inline)) {
           return policer::check_blind<Algo>(state, profile, now, length);
         };
-        if (finish != nullptr) {
+        if (finish != nullptr && finish->colors_only) {
+          // The group finished here with its colors (Finished): the rule's counters summed by color.
+          std::uint64_t* const packets_by = finish->packets;
+          std::uint64_t* const bytes_by = finish->bytes;
+          each_of(std::true_type{}, std::true_type{}, check, [&](std::size_t k, Color color, std::uint32_t bytes,
+                                                                  std::uint32_t) __attribute__((always_inline)) {
+            const auto c = static_cast<std::size_t>(color);
+            out_at[k] = color;
+            ++packets_by[c];
+            bytes_by[c] += bytes;
+          });
+          finish->done = true;
+        } else if (finish != nullptr) {
           // The group finished here (Finished): the verdict written as process()'s finish would, fresh
           // but for these fields (the input green, the rule color-blind), the packet's k-th of the
           // burst; the rule's counters summed by color (its drops follow from them). One loop less

@@ -6,7 +6,10 @@
 // and default counters and every key's meter, over random bursts mixing plain frames with every frame that is not plain (tagged, a stripped tag, IP options,
 // truncated, a length past the wire, ARP, another destination or protocol) and with plain frames of
 // every kind (TCP, ICMP, fragments, a capture shorter than the wire), keys expiring, a table that
-// fills, shaping and a parent; and the sets whose rule reads more of a packet are never plain.
+// fills, shaping and a parent; and the sets whose rule reads more of a packet are never plain. A third
+// engine, whose caller reads the verdicts of mixed bursts only (Worker::VerdictsRead::when_mixed, the
+// daemon's forwarder), decides every burst as whole or mixed as the others do, and a mixed one verdict
+// by verdict as they do.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -150,50 +153,11 @@ std::map<MeterKey, KeyState> keys_of(const Engine& e) {
   for (std::size_t i = 0; i < sizeof below; ++i) below[i] = 0xa5;
 }
 
-class PlainBurst : public ::testing::TestWithParam<Case> {};
-
-TEST_P(PlainBurst, DecidesAsAParsedBurstDoes) {
-  const Case& c = GetParam();
-  auto parsed = make(c, false), plain = make(c, true);
-  ASSERT_NE(parsed, nullptr);
-  ASSERT_NE(plain, nullptr);
-  std::mt19937_64 random(7);
-  std::uint64_t now = 1'000'000;
-  constexpr int kBursts = 3000;
-  for (int burst = 0; burst < kBursts; ++burst) {
-    // Most bursts all plain; some with one odd frame anywhere in them; some mostly odd.
-    const unsigned odd_in = burst % 10 < 6 ? 0 : burst % 10 < 9 ? 40 : 3;
-    const std::size_t n = 1 + random() % 32;
-    std::vector<Sent> frames;
-    for (std::size_t i = 0; i < n; ++i) {
-      FrameKind kind = FrameKind::plain_udp;
-      if (odd_in != 0 && random() % odd_in == 0) kind = static_cast<FrameKind>(1 + random() % 11);
-      else if (c.any_protocol && random() % 4 == 0) kind = static_cast<FrameKind>(1 + random() % 4);
-      frames.push_back(make_frame(kind, random));
-    }
-    std::vector<Sent> copies = frames;
-    std::vector<PacketView> views_a, views_b;
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint64_t at = now + (random() % 4 == 0 ? i : 0);  // bursts of one tick, and not
-      views_a.push_back(PacketView{frames[i].bytes.data(), frames[i].captured, frames[i].wire, at, 0, 0x0007,
-                                   frames[i].stripped});
-      views_b.push_back(PacketView{copies[i].bytes.data(), copies[i].captured, copies[i].wire, at, 0, 0x0007,
-                                   copies[i].stripped});
-    }
-    std::vector<Verdict> a(n), b(n);
-    scribble_stack();
-    parsed->process(views_a, a);
-    scribble_stack();
-    plain->process(views_b, b);
-    for (std::size_t i = 0; i < n; ++i) {
-      SCOPED_TRACE("burst " + std::to_string(burst) + " packet " + std::to_string(i));
-      ASSERT_TRUE(same_verdict(a[i], b[i]));
-      ASSERT_EQ(frames[i].bytes, copies[i].bytes);  // the same remarks
-    }
-    // Now and then past the keys' idle timeout: they expire, are swept or renewed.
-    now += 20'000 + random() % (burst % 200 == 199 ? 10'000'000 : 300'000);
-  }
-  const RuleCounters x = parsed->counters(0), y = plain->counters(0);
+// The rule's and default counters of `fast` as `parsed`'s, and every key live in both the same. A key
+// idle past its timeout may be live in one engine and swept in the other (each table's sweep meets it
+// where its secret hash put it): only such keys differ.
+void same_as_parsed(const Engine& parsed, const Engine& fast, const Case& c, std::uint64_t now) {
+  const RuleCounters x = parsed.counters(0), y = fast.counters(0);
   EXPECT_EQ(x.packets, y.packets);
   EXPECT_EQ(x.bytes, y.bytes);
   EXPECT_EQ(x.dropped_packets, y.dropped_packets);
@@ -204,15 +168,13 @@ TEST_P(PlainBurst, DecidesAsAParsedBurstDoes) {
   EXPECT_EQ(x.queue_overflow_packets, y.queue_overflow_packets);
   EXPECT_EQ(x.first_tick, y.first_tick);
   EXPECT_EQ(x.last_tick, y.last_tick);
-  const DefaultCounters dx = parsed->default_counters(), dy = plain->default_counters();
+  const DefaultCounters dx = parsed.default_counters(), dy = fast.default_counters();
   EXPECT_EQ(dx.packets, dy.packets);
   EXPECT_EQ(dx.bytes, dy.bytes);
   EXPECT_EQ(dx.non_ip, dy.non_ip);
   EXPECT_EQ(dx.no_match, dy.no_match);
   EXPECT_EQ(dx.malformed, dy.malformed);
-  // Every key live in both is the same. A key idle past its timeout may be live in one engine and swept
-  // in the other (each table's sweep meets it where its secret hash put it): only such keys differ.
-  const auto keys_a = keys_of(*parsed), keys_b = keys_of(*plain);
+  const auto keys_a = keys_of(parsed), keys_b = keys_of(fast);
   std::size_t common = 0;
   for (const auto& [key, state] : keys_a) {
     const auto other = keys_b.find(key);
@@ -231,7 +193,85 @@ TEST_P(PlainBurst, DecidesAsAParsedBurstDoes) {
   if (c.key != KeyKind::none) {
     EXPECT_GT(common, 0u);
   }
+}
 
+class PlainBurst : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PlainBurst, DecidesAsAParsedBurstDoes) {
+  const Case& c = GetParam();
+  // `lazy`: as `plain`, its caller reading the verdicts of mixed bursts only (the daemon's forwarder,
+  // Worker::VerdictsRead::when_mixed); its verdicts start as a pattern no verdict is.
+  auto parsed = make(c, false), plain = make(c, true), lazy = make(c, true);
+  ASSERT_NE(parsed, nullptr);
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(lazy, nullptr);
+  using WholeBurst = Worker::WholeBurst;
+  constexpr std::uint8_t kUnwritten = 0xa5;
+  std::size_t whole_bursts = 0, left_unwritten = 0;
+  std::mt19937_64 random(7);
+  std::uint64_t now = 1'000'000;
+  constexpr int kBursts = 3000;
+  for (int burst = 0; burst < kBursts; ++burst) {
+    // Most bursts all plain; some with one odd frame anywhere in them; some mostly odd.
+    const unsigned odd_in = burst % 10 < 6 ? 0 : burst % 10 < 9 ? 40 : 3;
+    const std::size_t n = 1 + random() % 32;
+    std::vector<Sent> frames;
+    for (std::size_t i = 0; i < n; ++i) {
+      FrameKind kind = FrameKind::plain_udp;
+      if (odd_in != 0 && random() % odd_in == 0) kind = static_cast<FrameKind>(1 + random() % 11);
+      else if (c.any_protocol && random() % 4 == 0) kind = static_cast<FrameKind>(1 + random() % 4);
+      frames.push_back(make_frame(kind, random));
+    }
+    std::vector<Sent> copies = frames, lazy_copies = frames;
+    std::vector<PacketView> views_a, views_b, views_c;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t at = now + (random() % 4 == 0 ? i : 0);  // bursts of one tick, and not
+      views_a.push_back(PacketView{frames[i].bytes.data(), frames[i].captured, frames[i].wire, at, 0, 0x0007,
+                                   frames[i].stripped});
+      views_b.push_back(PacketView{copies[i].bytes.data(), copies[i].captured, copies[i].wire, at, 0, 0x0007,
+                                   copies[i].stripped});
+      views_c.push_back(PacketView{lazy_copies[i].bytes.data(), lazy_copies[i].captured, lazy_copies[i].wire, at, 0,
+                                   0x0007, lazy_copies[i].stripped});
+    }
+    std::vector<Verdict> a(n), b(n), v(n);
+    std::memset(static_cast<void*>(v.data()), kUnwritten, n * sizeof(Verdict));
+    const std::vector<Verdict> pattern = v;
+    scribble_stack();
+    parsed->process(views_a, a);
+    scribble_stack();
+    plain->process(views_b, b);
+    scribble_stack();
+    lazy->process(views_c, v, Worker::VerdictsRead::when_mixed);
+    const WholeBurst whole = lazy->worker(0).whole_burst();
+    ASSERT_EQ(whole, parsed->worker(0).whole_burst()) << "burst " << burst;
+    if (whole != WholeBurst::mixed) {
+      ++whole_bursts;
+      left_unwritten += std::memcmp(v.data(), pattern.data(), n * sizeof(Verdict)) == 0;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      SCOPED_TRACE("burst " + std::to_string(burst) + " packet " + std::to_string(i));
+      ASSERT_TRUE(same_verdict(a[i], b[i]));
+      ASSERT_EQ(frames[i].bytes, copies[i].bytes);  // the same remarks
+      ASSERT_EQ(frames[i].bytes, lazy_copies[i].bytes);
+      // A whole burst's verdicts, which the caller does not read, are as whole_burst() says; a mixed
+      // one's as the others'.
+      if (whole == WholeBurst::forwarded) {
+        ASSERT_TRUE(a[i].rule != kNoRule && !a[i].drop && !a[i].handoff && a[i].delay == 0);
+      } else if (whole == WholeBurst::dropped) {
+        ASSERT_TRUE(a[i].drop);
+      } else {
+        ASSERT_TRUE(same_verdict(a[i], v[i]));
+      }
+    }
+    // Now and then past the keys' idle timeout: they expire, are swept or renewed.
+    now += 20'000 + random() % (burst % 200 == 199 ? 10'000'000 : 300'000);
+  }
+  for (const Engine* fast : {plain.get(), lazy.get()}) {
+    SCOPED_TRACE(fast == lazy.get() ? "verdicts read when mixed" : "every verdict read");
+    same_as_parsed(*parsed, *fast, c, now);
+  }
+  const RuleCounters x = parsed->counters(0);
+  const DefaultCounters dx = parsed->default_counters();
   // What the case exercised: plain bursts (or none, where the rule reads more of a packet), and the
   // rest of the case's paths.
   EXPECT_EQ(parsed->worker(0).plain_bursts_taken(), 0u);
@@ -239,6 +279,13 @@ TEST_P(PlainBurst, DecidesAsAParsedBurstDoes) {
     EXPECT_EQ(plain->worker(0).plain_bursts_taken(), 0u);
   } else {
     EXPECT_GT(plain->worker(0).plain_bursts_taken(), kBursts / 3);
+  }
+  EXPECT_GT(whole_bursts, 0u);
+  // Whole plain bursts whose rule's meter alone colors them are left unwritten; any other is written.
+  if (c.aware || c.remark_yellow || c.parent || c.shape_red) {
+    EXPECT_EQ(left_unwritten, 0u);
+  } else {
+    EXPECT_GT(left_unwritten, 0u);
   }
   EXPECT_GT(dx.no_match, 0u);
   EXPECT_GT(std::accumulate(dx.malformed.begin(), dx.malformed.end(), std::uint64_t{0}), 0u);
@@ -260,6 +307,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"src31_l2_full_default", KeyKind::src, 31, kL2Less4, true, 1, KeyFallback::default_action, false, false, false, false},
         Case{"five_tuple_full_aggregate_shaped", KeyKind::five_tuple, 32, kL3, true, 8, KeyFallback::aggregate, false, true, false, false},
         Case{"src_dport_l1_full_drop", KeyKind::src_dport, 32, kL1More8, true, 4, KeyFallback::drop, true, false, false, false},
+        Case{"aggregate_l3", KeyKind::none, 32, kL3, true, 1u << 16, KeyFallback::aggregate, false, false, false, false},
         Case{"aggregate_l1_parent", KeyKind::none, 32, kL1More8, true, 1u << 16, KeyFallback::aggregate, true, false, false, false},
         Case{"aggregate_l2_shaped", KeyKind::none, 32, kL2Less4, false, 1u << 16, KeyFallback::aggregate, false, true, false, false},
         Case{"color_aware_never_plain", KeyKind::five_tuple, 32, kL3, true, 1u << 16, KeyFallback::aggregate, false, false, true, false},
