@@ -100,7 +100,10 @@ std::unique_ptr<Engine> make_engine(std::uint32_t capacity) {
 
 // Every key inserted once (untimed), then bursts of 32 packets of keys in random order; ns_per_packet.
 // `arp_at`: the place in every timed burst of a frame that is not IP (an ARP frame), or -1 for none.
-void run_engine(benchmark::State& state, Engine& engine, std::uint32_t keys, int arp_at = -1) {
+// `read`: the verdicts the caller reads (Worker::VerdictsRead): every burst's, or a mixed burst's only,
+// as the daemon's forwarder does.
+void run_engine(benchmark::State& state, Engine& engine, std::uint32_t keys, int arp_at = -1,
+                Worker::VerdictsRead read = Worker::VerdictsRead::every) {
   Frames frames;
   Verdict verdicts[kBurst];
   for (std::uint32_t id = 0; id < keys; id += kBurst) {
@@ -115,7 +118,7 @@ void run_engine(benchmark::State& state, Engine& engine, std::uint32_t keys, int
   for (auto _ : state) {
     const std::uint64_t now = rte_rdtsc();
     for (std::size_t k = 0; k < kBurst; ++k) frames.set(k, seq[pos + k], now);
-    engine.process(frames.views, verdicts);
+    engine.process(frames.views, verdicts, read);
     pos = (pos + kBurst) % kSequence;
   }
   benchmark::DoNotOptimize(verdicts);
@@ -228,6 +231,18 @@ void BM_engine_per_key_daemon_index(benchmark::State& state) {
   auto engine = make_engine(PerKey{}.capacity);
   if (engine == nullptr) return state.SkipWithError("could not make the engine");
   run_engine(state, *engine, static_cast<std::uint32_t>(state.range(0)));
+}
+
+// BM_engine_per_key (per key, 1: the daemon's capacity) or BM_engine_aggregate (0) with the daemon's
+// caller, which reads a burst's verdicts only when it is mixed (Worker::VerdictsRead::when_mixed): a
+// burst forwarded whole has none written.
+void BM_engine_sent_whole(benchmark::State& state) {
+  const auto keys = static_cast<std::uint32_t>(state.range(0));
+  Policy p = policy(PerKey{}.capacity);
+  if (state.range(1) == 0) p.rules[0].per_key = PerKey{};
+  auto engine = Engine::create(p, *policer::TickRate::make(rte_get_tsc_hz()));
+  if (!engine) return state.SkipWithError("could not make the engine");
+  run_engine(state, **engine, keys, -1, Worker::VerdictsRead::when_mixed);
 }
 
 // An operator-like set of 1 Ki rules (classified by rte_acl), the benchmark's per-key rule the last.
@@ -434,6 +449,7 @@ BENCHMARK(BM_engine_aggregate)->Arg(4096)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_flows)->ArgsProduct({{4096, 1 << 20}, {0, 1}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_shaping)->ArgsProduct({{0, 4096, 1 << 20}, {0, 1, 2}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_per_key_daemon_index)->Arg(4096)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_engine_sent_whole)->Args({4096, 0})->Args({4096, 1})->Args({1 << 20, 1})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_engine_acl_rules)->ArgsProduct({{0, 1, 2}, {0, 1}, {4096, 1 << 20}})->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_memory_floor)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_bare_meter)->Arg(1)->Arg(4096)->Arg(65536)->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kNanosecond);
