@@ -107,8 +107,9 @@ struct PlainIpv4 {
   const bool ports = !fragment && parse_detail::has_ports(protocol);
   const std::uint32_t readable_end = std::min(view.captured, kL3Offset + total_length);
   // The ports end within the datagram: within the capture too, which holds kPortsEnd bytes (tested
-  // above). truncated_l4 otherwise: parse_any says so.
-  if (ports && kL3Offset + total_length < kPortsEnd) return false;
+  // above). truncated_l4 otherwise: parse_any says so. The length first: a frame that needs no ports
+  // (an aggregate rule's) then looks its protocol up only when the datagram is that short.
+  if (kL3Offset + total_length < kPortsEnd && ports) return false;
   out.ip = ip;
   out.total_length = total_length;
   out.readable_end = readable_end;
