@@ -79,13 +79,24 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
   // registers; issue 23), up to the first that is not; from that one on, each found or created, in
   // order. Only a burst's first new key is probed twice: a flood of new keys costs a probe a burst
   // more, not one a packet (BM_key_flood: bench/instructions.py engine).
+  // A group finished here (Finished) is the whole burst in order: its k-th key the burst's k-th, read
+  // without its place (in the found keys' loop: 4 instructions a packet, a register GCC spilled).
+  const bool in_order = finish != nullptr;
   const auto look_up = [&](auto compared_constant) __attribute__((always_inline)) {
     constexpr auto kCompared = decltype(compared_constant)::value;
     const KeyedMeters& found_in = table;
     std::size_t k = 0;
-    for (; k < n; ++k) {
-      entries[k] = found_in.find<kCompared, true>(keys[packets[k]], hashes[k]);
-      if (entries[k] == nullptr) [[unlikely]] break;
+    if (in_order) {
+      const MeterKey* const key_at = keys.data();
+      for (; k < n; ++k) {
+        entries[k] = found_in.find<kCompared, true>(key_at[k], hashes[k]);
+        if (entries[k] == nullptr) [[unlikely]] break;
+      }
+    } else {
+      for (; k < n; ++k) {
+        entries[k] = found_in.find<kCompared, true>(keys[packets[k]], hashes[k]);
+        if (entries[k] == nullptr) [[unlikely]] break;
+      }
     }
     for (; k < n; ++k) {
       KeyedMeters::Outcome outcome;
