@@ -285,6 +285,14 @@ class KeyTable {
     return removed;
   }
 
+  // Whether no live key can be idle at `now` or before: the floor the sweep's last clean round left
+  // (sweep()) is not idle_ticks behind it, or keys never idle. The owner's metering then tests no key
+  // for renewal (renew_if_idle), one comparison a burst instead of one a packet (issue 23).
+  bool none_idle_at(std::uint64_t now) const noexcept {
+    if (idle_ticks() == 0) return true;
+    return floor_known_ && !expired(std::min(floor_, created_floor_), now);
+  }
+
   std::size_t size() const noexcept { return live(); }  // live keys; any thread may ask
   std::size_t capacity() const noexcept { return capacity_; }
   std::size_t index_slots() const noexcept { return mask_ + 1; }

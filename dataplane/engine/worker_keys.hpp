@@ -122,6 +122,10 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
     if (!catch_up_key(state, *rule.history, *ticks_, profile))
       state = policer::full_state(profile, std::max(state.last, now));  // missed a forgotten change
   };
+  // No key idle at the group's latest arrival (KeyTable::none_idle_at): none renewed, none tested.
+  const std::uint64_t latest =
+      n == 0 ? 0 : one_tick_ ? times[0] : *std::max_element(times.begin(), times.end());
+  const bool none_idle = table.none_idle_at(latest);
   const std::uint64_t max_delay = rule.shape_max_delay;
   FlowTable* const flows = mine.flows;  // max-flows rules only
   FlowTally tally;
@@ -167,7 +171,7 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
         // Read before the seqlock's fence (a compiler barrier), which would have them loaded again.
         const std::uint64_t now = tick_at[k];
         const std::uint32_t length = length_at[k];
-        if (table.renew_if_idle(*e, now, [&] { return policer::full_state(profile, now); })) [[unlikely]]
+        if (!none_idle && table.renew_if_idle(*e, now, [&] { return policer::full_state(profile, now); })) [[unlikely]]
           ++renewed;
         KeyedMeters::begin_write(*e);
         if (!plain && flows != nullptr) [[unlikely]] {

@@ -138,14 +138,22 @@ TEST(KeyTable, CapacityZeroAcceptsNothing) {
 
 // After a round of the index that removed nothing, the sweep rests until a key can be idle (issue 23).
 // What wakes it: the oldest key the round kept, and a key created or renewed since with an older clock
-// (a stale timestamp), which the round never saw.
+// (a stale timestamp), which the round never saw. The same floor tells the owner's metering that no
+// key needs its renewal test (none_idle_at): never before a clean round, and never once a key can be
+// idle.
 TEST(KeyTableSweep, RestsAfterACleanRoundAndWakesForTheOldestKey) {
   auto table = made<Table4>(64, 1000);
   Table4& t = *table;
   for (std::uint32_t id = 1; id <= 10; ++id) EXPECT_EQ(outcome_of(t, id, 100), Outcome4::created);
+  EXPECT_FALSE(t.none_idle_at(100));  // no round yet: no floor
   EXPECT_EQ(sweep_all(t, 500), 0u);  // a clean round: nothing can be idle before 1100
+  EXPECT_TRUE(t.none_idle_at(1099));
+  EXPECT_FALSE(t.none_idle_at(1100));
   EXPECT_EQ(outcome_of(t, 11, 50), Outcome4::created);  // a stale clock: idle from 1050
+  EXPECT_TRUE(t.none_idle_at(1049));
+  EXPECT_FALSE(t.none_idle_at(1050));
   EXPECT_EQ(sweep_all(t, 1060), 1u);
+  EXPECT_FALSE(t.none_idle_at(1060));  // the round removed a key: no floor
   EXPECT_EQ(t.size(), 10u);
   EXPECT_EQ(sweep_all(t, 1099), 0u);
   EXPECT_EQ(sweep_all(t, 1100), 10u);
@@ -155,9 +163,13 @@ TEST(KeyTableSweep, RestsAfterACleanRoundAndWakesForTheOldestKey) {
   EXPECT_EQ(outcome_of(t, 1, 2000), Outcome4::created);
   EXPECT_EQ(outcome_of(t, 2, 3000), Outcome4::created);
   EXPECT_EQ(sweep_all(t, 2500), 0u);                       // floor 2000
+  EXPECT_TRUE(t.none_idle_at(2999));
+  EXPECT_FALSE(t.none_idle_at(3000));                      // key 1, idle since 2000
   EXPECT_EQ(outcome_of(t, 1, 3000), Outcome4::renewed);    // idle since 2000
   EXPECT_EQ(sweep_all(t, 3100), 0u);                       // a clean round: floor 3000
   EXPECT_EQ(outcome_of(t, 3, 1900), Outcome4::created);    // older than the floor
+  EXPECT_TRUE(t.none_idle_at(2899));
+  EXPECT_FALSE(t.none_idle_at(2900));                      // key 3
   EXPECT_EQ(sweep_all(t, 2900), 1u);                       // key 3 goes, 1 and 2 stay
   EXPECT_EQ(t.size(), 2u);
 }
@@ -348,6 +360,7 @@ TEST(KeyTable, IdleTicksZeroNeverExpires) {
   Outcome4 o;
   const auto key = key_of<Table4>(1);
   touch(t, key, 0, o);
+  EXPECT_TRUE(t.none_idle_at(~std::uint64_t{0}));  // with no round of the sweep
   EXPECT_EQ(sweep_all(t, ~std::uint64_t{0}), 0u);
   touch(t, key, ~std::uint64_t{0}, o);
   EXPECT_EQ(o, Outcome4::found);
