@@ -211,19 +211,16 @@ class KeyTable {
   // it creates the others, which fetches a found entry's second line as find_or_create() does).
   template <KeyWords kCompared = KeyWords::all, bool kFetchSecondLine = false>
   Entry* find(const Key& key, std::uint64_t hash) const noexcept {
-    const auto tag = static_cast<std::uint32_t>(hash >> 32);
-    for (std::size_t pos = hash & mask_;; pos = (pos + 1) & mask_) {
-      const std::uint64_t s = slots_[pos];
-      if (s == 0) return nullptr;
-      if (static_cast<std::uint32_t>(s >> 32) == tag) {
-        Entry* e = entry_at(static_cast<std::uint32_t>(s) - 1);
-        if (same_key<kCompared == KeyWords::two ? 2 : kKeyWords>(e->key, key)) [[likely]] {
-          if constexpr (kFetchSecondLine)
-            __builtin_prefetch(reinterpret_cast<const char*>(e) + key_table_detail::kCacheLine, 1, 3);
-          return e;
-        }
-      }
-    }
+    return find_if<kFetchSecondLine>(
+        hash, [&](const Key& stored) { return same_key<kCompared == KeyWords::two ? 2 : kKeyWords>(stored, key); });
+  }
+  // The same for a key given by its first two words, the rest zero (KeyWords::two's promise): a plain
+  // burst's IPv4 keys, never stored whole (worker.cpp).
+  template <bool kFetchSecondLine = false>
+  Entry* find_words(std::uint64_t first, std::uint64_t second, std::uint64_t hash) const noexcept {
+    return find_if<kFetchSecondLine>(hash, [&](const Key& stored) {
+      return ((load_word(stored, 0) ^ first) | (load_word(stored, 1) ^ second)) == 0;
+    });
   }
 
   // The entry's seqlock (key_entry.hpp): the owner writes an entry between these two.
@@ -377,6 +374,24 @@ class KeyTable {
   void renew(Entry& e, const policer::State& fresh) noexcept {
     write_fresh(e, fresh);
     created_floor_ = std::min(created_floor_, fresh.last);
+  }
+
+  // find()'s probe: the entry whose stored key `matches`, or nullptr.
+  template <bool kFetchSecondLine, class Matches>
+  [[gnu::always_inline]] Entry* find_if(std::uint64_t hash, Matches&& matches) const noexcept {
+    const auto tag = static_cast<std::uint32_t>(hash >> 32);
+    for (std::size_t pos = hash & mask_;; pos = (pos + 1) & mask_) {
+      const std::uint64_t s = slots_[pos];
+      if (s == 0) return nullptr;
+      if (static_cast<std::uint32_t>(s >> 32) == tag) {
+        Entry* e = entry_at(static_cast<std::uint32_t>(s) - 1);
+        if (matches(e->key)) [[likely]] {
+          if constexpr (kFetchSecondLine)
+            __builtin_prefetch(reinterpret_cast<const char*>(e) + key_table_detail::kCacheLine, 1, 3);
+          return e;
+        }
+      }
+    }
   }
 
   template <std::size_t kWords = kKeyWords>

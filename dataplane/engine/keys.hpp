@@ -68,21 +68,29 @@ struct KeyShape {
   std::uint8_t ipv6_prefix = 128;
 };
 
-// An IPv4 key from its fields as a frame holds them (`raw_ports`: both ports, source first, 0 without
-// ports; `addresses`: source in the low half), stored as its two words and the zero tail; the words
-// into `pair`. make_key's IPv4 keys and the plain burst's (worker.cpp), which reads them off the frame.
-[[gnu::always_inline]] inline void store_ipv4_key(const KeyShape& shape, std::uint8_t protocol, std::uint32_t raw_ports,
-                                                  std::uint64_t addresses, MeterKey& key, std::uint64_t* pair) noexcept {
+// An IPv4 key's two words (the rest of it is zero), from its fields as a frame holds them
+// (`raw_ports`: both ports, source first, 0 without ports; `addresses`: source in the low half).
+[[gnu::always_inline]] inline void ipv4_key_words(const KeyShape& shape, std::uint8_t protocol, std::uint32_t raw_ports,
+                                                  std::uint64_t addresses, std::uint64_t* pair) noexcept {
+  pair[0] = (std::uint64_t{4} | std::uint64_t{protocol} << 8 | std::uint64_t{raw_ports} << 16) & shape.head_mask;
+  pair[1] = addresses & shape.ipv4_addresses_mask;
+}
+// The IPv4 key of those two words.
+[[gnu::always_inline]] inline void store_ipv4_words(std::uint64_t first, std::uint64_t second, MeterKey& key) noexcept {
   static_assert(std::endian::native == std::endian::little, "the words below are little-endian");
-  const std::uint64_t head = (std::uint64_t{4} | std::uint64_t{protocol} << 8 | std::uint64_t{raw_ports} << 16) & shape.head_mask;
-  const std::uint64_t masked = addresses & shape.ipv4_addresses_mask;
   // Word by word: a local array of the five words copied whole was also stored on the stack, dead
   // (GCC 12), three stores a packet.
-  std::memcpy(key.data(), &head, sizeof head);
-  std::memcpy(key.data() + sizeof head, &masked, sizeof masked);
-  std::memset(key.data() + 2 * sizeof head, 0, kKeySize - 2 * sizeof head);
-  pair[0] = head;
-  pair[1] = masked;
+  std::memcpy(key.data(), &first, sizeof first);
+  std::memcpy(key.data() + sizeof first, &second, sizeof second);
+  std::memset(key.data() + 2 * sizeof first, 0, kKeySize - 2 * sizeof first);
+}
+
+// An IPv4 key from its fields as a frame holds them, stored as its two words and the zero tail; the
+// words into `pair`. make_key's IPv4 keys.
+[[gnu::always_inline]] inline void store_ipv4_key(const KeyShape& shape, std::uint8_t protocol, std::uint32_t raw_ports,
+                                                  std::uint64_t addresses, MeterKey& key, std::uint64_t* pair) noexcept {
+  ipv4_key_words(shape, protocol, raw_ports, addresses, pair);
+  store_ipv4_words(pair[0], pair[1], key);
 }
 
 // The key of a parsed IP packet for a per-key rule. An IPv4 key is built as its two words, each

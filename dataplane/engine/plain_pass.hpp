@@ -20,7 +20,8 @@ inline constexpr std::size_t kPrefetchAhead = 4;  // frames whose first line is 
 
 // What process() fills for a burst, by each packet's place in it: its arrival, metered length and
 // input color; the packets metered here, grouped by rule (their places); the keys of per-key rules'
-// packets, and a uniform burst's hashes of them in the order metered (its one group's).
+// packets (a plain burst's as their two words only: Worker::Ipv4KeyWords), and a uniform burst's
+// hashes of them in the order metered (its one group's).
 struct BurstArrays {
   std::uint64_t times[Worker::kMaxBurst];
   std::uint32_t lengths[Worker::kMaxBurst];
@@ -28,6 +29,7 @@ struct BurstArrays {
   std::uint8_t order[Worker::kMaxBurst];
   MeterKey keys[Worker::kMaxBurst];
   std::uint64_t key_hashes[Worker::kMaxBurst];
+  Worker::Ipv4KeyWords key_words;
 };
 
 // Every place in a burst, in order: a plain burst's group.
@@ -38,7 +40,7 @@ inline constexpr auto kInOrder = [] {
 }();
 
 // A plain burst's one pass (Worker::process says when): true if every frame is plain IPv4 and matched
-// by the set's only entry, with its key made, hashed and its index line fetched,
+// by the set's only entry, with its key's words made, hashed and its index line fetched,
 // its length, input color (green: the rule is blind), place and arrival in `arrays`, and the earliest
 // and latest arrival. False at the first frame that is not, what it wrote before then to be written
 // again by the parse. The verdicts are process()'s to write (it may leave a whole burst's unwritten).
@@ -79,8 +81,12 @@ template <bool kKeyed, LengthBase kBase>
                                               entry.addresses_wanted, entry.addresses_mask)) [[unlikely]]
       return false;
     if constexpr (kKeyed) {
+      // The key's two words alone (no 40-byte key stored with its zero tail: 3 stores, and a pointer
+      // of its own for its stride, which GCC spilled others for).
       std::uint64_t pair[2];
-      store_ipv4_key(shape, frame.protocol, frame.raw_ports(), addresses, arrays.keys[i], pair);
+      ipv4_key_words(shape, frame.protocol, frame.raw_ports(), addresses, pair);
+      arrays.key_words[0][i] = pair[0];
+      arrays.key_words[1][i] = pair[1];
       const std::uint64_t hash = table->hash_of_pair(pair[0], pair[1]);
       arrays.key_hashes[i] = hash;
       table->prefetch(hash);

@@ -450,7 +450,8 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
                           cr.cluster == nullptr && !rewrites_green(cr);
       table_full = meter_keyed(set, r, group, std::span<const MeterKey>(keys, n), burst.first(n), times_k, lengths_k,
                                in_k, {out, count}, {delays, shaping ? count : 0}, verdicts, {parsed, n},
-                               uniform ? key_hashes : nullptr, uniform && ipv4_keys, direct ? &finished : nullptr);
+                               uniform ? key_hashes : nullptr, uniform && ipv4_keys, direct ? &finished : nullptr,
+                               plain ? &arrays.key_words : nullptr);
       if (table_full != 0 && !parsed_built) {  // a plain burst's: the fallback's default action reads the Parsed
         for (std::size_t i = 0; i < n; ++i) ::new (static_cast<void*>(&parsed[i])) Parsed(parse(burst[i]));
         parsed_built = true;

@@ -73,6 +73,9 @@ struct Handed {
 class Worker {
  public:
   static constexpr std::size_t kMaxBurst = Classifier::kMaxBurst;
+  // A plain burst's IPv4 keys (worker.cpp), by place: their first words, then their second (the rest
+  // of each is zero). One array: one register reaches both words of a key.
+  using Ipv4KeyWords = std::array<std::array<std::uint64_t, kMaxBurst>, 2>;
 
   // Processes up to kMaxBurst packets (remarks are written into the frames) under the newest published
   // rule set, which it returns: the verdicts' rule numbers are its rules'. The set stays valid until
@@ -149,13 +152,14 @@ class Worker {
     std::uint64_t bytes[3] = {};
   };
   // Returns how many of the packets found the table full (Verdict::table_full).
+  // `words`, if given: the keys as words (`keys` not filled), the group the whole burst in order.
   std::size_t meter_keyed(const RuleSet& set, std::uint32_t r, std::span<const std::uint8_t> packets,
                           std::span<const MeterKey> keys, std::span<const PacketView> burst,
                           std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
                           std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
                           std::span<Verdict> verdicts, std::span<const Parsed> parsed,
                           const std::uint64_t* hashed = nullptr, bool ipv4_keys = false,
-                          Finished* finish = nullptr) noexcept;
+                          Finished* finish = nullptr, const Ipv4KeyWords* words = nullptr) noexcept;
   // A max-flows rule's packet on its key's entry (under the entry's seqlock): its flow found, opened,
   // closed or refused. Returns false if it is refused.
   struct FlowTally {  // a burst's flow events of one rule, added to its counters once

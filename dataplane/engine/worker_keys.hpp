@@ -44,7 +44,8 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
                                        std::span<const std::uint64_t> times, std::span<const std::uint32_t> lengths,
                                        std::span<const Color> in, std::span<Color> out, std::span<std::uint32_t> delays,
                                        std::span<Verdict> verdicts, std::span<const Parsed> parsed,
-                                       const std::uint64_t* hashed, bool ipv4_keys, Finished* finish) noexcept {
+                                       const std::uint64_t* hashed, bool ipv4_keys, Finished* finish,
+                                       const Ipv4KeyWords* words) noexcept {
   const CompiledRule& rule = set.rules[r];
   const WorkerRule& mine = set.worker_rule(r, id_);
   KeyedMeters& table = *mine.keys;
@@ -81,12 +82,19 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
   // more, not one a packet (BM_key_flood: bench/instructions.py engine).
   // A group finished here (Finished) is the whole burst in order: its k-th key the burst's k-th, read
   // without its place (in the found keys' loop: 4 instructions a packet, a register GCC spilled).
+  // A plain burst's keys (`words`) are its packets' in order too, as two words each.
   const bool in_order = finish != nullptr;
   const auto look_up = [&](auto compared_constant) __attribute__((always_inline)) {
     constexpr auto kCompared = decltype(compared_constant)::value;
     const KeyedMeters& found_in = table;
     std::size_t k = 0;
-    if (in_order) {
+    if (words != nullptr) {
+      const Ipv4KeyWords& word = *words;
+      for (; k < n; ++k) {
+        entries[k] = found_in.find_words<true>(word[0][k], word[1][k], hashes[k]);
+        if (entries[k] == nullptr) [[unlikely]] break;
+      }
+    } else if (in_order) {
       const MeterKey* const key_at = keys.data();
       for (; k < n; ++k) {
         entries[k] = found_in.find<kCompared, true>(key_at[k], hashes[k]);
@@ -99,10 +107,13 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
       }
     }
     for (; k < n; ++k) {
+      MeterKey made;  // a plain burst's key, whole
+      if (words != nullptr) store_ipv4_words((*words)[0][k], (*words)[1][k], made);
+      const MeterKey& key = words != nullptr ? made : keys[packets[k]];
       KeyedMeters::Outcome outcome;
       const std::uint64_t now = times[k];
-      entries[k] = table.find_or_create<kCompared>(keys[packets[k]], hashes[k],
-                                                   [&] { return policer::full_state(profile, now); }, outcome);
+      entries[k] = table.find_or_create<kCompared>(key, hashes[k], [&] { return policer::full_state(profile, now); },
+                                                   outcome);
       created += outcome == KeyedMeters::Outcome::created;
       full += outcome == KeyedMeters::Outcome::full;
     }

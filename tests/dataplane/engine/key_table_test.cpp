@@ -229,8 +229,8 @@ void capacity_exactly(std::uint32_t capacity) {
 // because an IPv4 key's family is in its first word and its tail is zero (keys.hpp). Keys of both
 // families in one table, each IPv6 key's first two words those of an IPv4 key but for the family byte,
 // all given one hash, so that every look-up compares its key with every key stored before it: the
-// two-word look-up finds every IPv4 key's own entry, the one the whole-key look-up finds, and creates
-// a new IPv4 key as the whole-key look-up would.
+// two-word look-up (and the look-up by the two words alone, find_words) finds every IPv4 key's own
+// entry, the one the whole-key look-up finds, and creates a new IPv4 key as the whole-key look-up would.
 TEST(KeyTable, AnIpv4KeyComparedByTwoWordsFindsItsOwnEntry) {
   constexpr std::uint32_t kKeys = 200;
   constexpr std::uint64_t kOneHash = 0x1234'5678'0000'0042;  // one slot and one tag for every key
@@ -277,6 +277,12 @@ TEST(KeyTable, AnIpv4KeyComparedByTwoWordsFindsItsOwnEntry) {
     ASSERT_EQ(by_two, t.find_or_create(v4, kOneHash, fresh, all)) << i;
     ASSERT_EQ(by_two->key, v4) << i;
     ASSERT_EQ(t.find(v6, kOneHash), v6_entries[i]) << i;
+    // A plain burst's look-up, by the key's two words alone (find_words).
+    std::uint64_t first, second;
+    std::memcpy(&first, v4.data(), sizeof first);
+    std::memcpy(&second, v4.data() + sizeof first, sizeof second);
+    ASSERT_EQ(t.find_words(first, second, kOneHash), v4_entries[i]) << i;
+    ASSERT_EQ(t.find_words(first, second ^ std::uint64_t{1} << 40, kOneHash), nullptr) << i;  // another destination
   }
   EXPECT_EQ(t.size(), 2 * kKeys);
 }
