@@ -253,9 +253,9 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
           return policer::check_blind<Algo>(state, profile, now, length);
         };
         if (finish != nullptr && finish->colors_only) {
-          // The group finished here with its colors (Finished): the rule's counters summed by color.
-          std::uint64_t* const packets_by = finish->packets;
-          std::uint64_t* const bytes_by = finish->bytes;
+          // The group finished here with its colors (Finished): the rule's counters summed by color,
+          // on the stack (reached from its pointer: no register of the loop's for them).
+          std::uint64_t packets_by[3] = {}, bytes_by[3] = {};
           each_of(std::true_type{}, std::true_type{}, check, [&](std::size_t k, Color color, std::uint32_t bytes,
                                                                   std::uint32_t) __attribute__((always_inline)) {
             const auto c = static_cast<std::size_t>(color);
@@ -263,6 +263,8 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
             ++packets_by[c];
             bytes_by[c] += bytes;
           });
+          std::copy_n(packets_by, 3, finish->packets);
+          std::copy_n(bytes_by, 3, finish->bytes);
           finish->done = true;
         } else if (finish != nullptr) {
           // The group finished here (Finished): the verdict written as process()'s finish would, fresh
