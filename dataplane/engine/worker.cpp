@@ -583,16 +583,26 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
         }
       }
     }
-    // Mixed after all: its verdicts written now, fresh and finished (and its sums again, the same).
-    const bool write_pending = pending && dropped != 0 && dropped != count;
-    if (write_pending) [[unlikely]] {
+    // Mixed after all: its verdicts written now from the colors, as the finishing loop below would
+    // write them for this burst (the whole burst in order, the input green, no remark: plain_rule()),
+    // its sums kept. A burst policed well above its rate is mixed nearly always (a few packets green
+    // a burst): this costs it a fresh verdict and five fields a packet, no loop that counts again.
+    if (pending && dropped != 0 && dropped != count) {
       std::fill_n(verdicts.data(), n, kFresh);
-      packets[0] = packets[1] = packets[2] = 0;
-      bytes_by_color[0] = bytes_by_color[1] = bytes_by_color[2] = 0;
-      dropped = dropped_bytes = 0;
+      const std::uint32_t rule_index = r;
+      const std::uint8_t* const does = cr.action_does.data();  // row 0: the input green
+      for (std::size_t k = 0; k < count; ++k) {
+        const auto c = static_cast<std::size_t>(out[k]);
+        Verdict& v = verdicts[k];
+        v.rule = rule_index;
+        v.out = out[k];
+        v.drop = (does[c] & action_does::drop) != 0;
+        v.metered_length = lengths_k[k];
+        v.keyed = keyed;
+      }
     }
-    if (finished.done && !write_pending) {
-      // Written by meter_keyed, or not needed.
+    if (finished.done) {
+      // Written by meter_keyed, or above, or not needed.
     } else if (table_full == 0 && !shaping) {
       const auto usual = [&](auto green_in_constant) __attribute__((always_inline)) {
         if (whole_burst) finish(std::true_type{}, green_in_constant, std::true_type{});
