@@ -591,15 +591,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       std::fill_n(verdicts.data(), n, kFresh);
       const std::uint32_t rule_index = r;
       const std::uint8_t* const does = cr.action_does.data();  // row 0: the input green
-      for (std::size_t k = 0; k < count; ++k) {
-        const auto c = static_cast<std::size_t>(out[k]);
-        Verdict& v = verdicts[k];
-        v.rule = rule_index;
-        v.out = out[k];
-        v.drop = (does[c] & action_does::drop) != 0;
-        v.metered_length = lengths_k[k];
-        v.keyed = keyed;
-      }
+      for (std::size_t k = 0; k < count; ++k) write_metered(verdicts[k], rule_index, out[k], does, lengths_k[k], keyed);
     }
     if (finished.done) {
       // Written by meter_keyed, or above, or not needed.
