@@ -235,11 +235,12 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
                                              plain_latest);
   };
   bool plain = false;
-  // A plain burst whose verdicts are written only if it turns out mixed (VerdictsRead::when_mixed):
-  // its rule's meter is all that colors it (no shaping, parent or cluster meter), and its counters are
-  // summed from the meter's colors (Finished::colors_only; the aggregate's below). A burst forwarded
-  // or dropped whole costs no verdict (issue 23: the fresh verdict and its fields, 11 instructions a
-  // packet of a per-key rule, the finishing loop of an aggregate one).
+  // A plain burst whose verdicts are left unwritten for a caller that reads only a mixed burst's
+  // (VerdictsRead::when_mixed): its rule's meter is all that colors it (no shaping, parent or cluster
+  // meter), and its counters are summed from the meter's colors (Finished::colors_only; the
+  // aggregate's below). A burst forwarded or dropped whole costs no verdict (issue 23: the fresh
+  // verdict and its fields, 11 instructions a packet of a per-key rule, the finishing loop of an
+  // aggregate one), a burst split between the two a bit a packet (WholeBurst::split).
   bool unwritten = false;
   if (plain_rule != nullptr) {
     plain = plain_rule->per_key.kind != KeyKind::none ? plain_by_base(std::true_type{}) : plain_by_base(std::false_type{});
@@ -573,6 +574,7 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
       }
       finished.done = true;
     }
+    std::uint64_t dropping_colors = 0;  // bit c: color c's action drops (the input green)
     if (finished.done) {
       for (std::size_t c = 0; c < 3; ++c) {
         packets[c] = finished.packets[c];
@@ -580,21 +582,25 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
         if ((cr.action_does[c] & action_does::drop) != 0) {
           dropped += packets[c];
           dropped_bytes += bytes_by_color[c];
+          dropping_colors |= std::uint64_t{1} << c;
         }
       }
     }
-    // Mixed after all: its verdicts written now from the colors, as the finishing loop below would
-    // write them for this burst (the whole burst in order, the input green, no remark: plain_rule()),
-    // its sums kept. A burst policed well above its rate is mixed nearly always (a few packets green
-    // a burst): this costs it a fresh verdict and five fields a packet, no loop that counts again.
+    // Mixed after all: every packet forwarded now or dropped by its color's action (the input green, no
+    // remark: plain_rule()), which ones a bit each says (WholeBurst::split), the verdicts left unwritten,
+    // the sums kept. A burst policed well above its rate is mixed nearly always (a few packets green
+    // a burst): a bit a packet instead of a verdict written (a fresh one and five fields) and read
+    // again by the caller (issue 23).
+    bool split = false;
     if (pending && dropped != 0 && dropped != count) {
-      std::fill_n(verdicts.data(), n, kFresh);
-      const std::uint32_t rule_index = r;
-      const std::uint8_t* const does = cr.action_does.data();  // row 0: the input green
-      for (std::size_t k = 0; k < count; ++k) write_metered(verdicts[k], rule_index, out[k], does, lengths_k[k], keyed);
+      std::uint64_t mask = 0;
+      for (std::size_t k = 0; k < count; ++k)  // the whole burst, in order
+        mask |= (dropping_colors >> static_cast<unsigned>(out[k]) & 1) << k;
+      dropped_mask_ = mask;
+      split = true;
     }
     if (finished.done) {
-      // Written by meter_keyed, or above, or not needed.
+      // Written by meter_keyed, or not needed (a burst left unwritten: whole, or split by its mask).
     } else if (table_full == 0 && !shaping) {
       const auto usual = [&](auto green_in_constant) __attribute__((always_inline)) {
         if (whole_burst) finish(std::true_type{}, green_in_constant, std::true_type{});
@@ -617,9 +623,10 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     if (held != 0) counters.shaped_packets.add(held);
     // The whole burst, every packet metered here: each dropped one was counted, each held one too.
     if (whole_burst) {
-      whole_burst_ = dropped == 0 && held == 0 ? WholeBurst::forwarded
-                     : dropped == count        ? WholeBurst::dropped
-                                               : WholeBurst::mixed;
+      whole_burst_ = split                       ? WholeBurst::split
+                     : dropped == 0 && held == 0 ? WholeBurst::forwarded
+                     : dropped == count          ? WholeBurst::dropped
+                                                 : WholeBurst::mixed;
     }
     if (overflow != 0) [[unlikely]] counters.queue_overflow_packets.add(overflow);
     // The ticks of the group's first and last metered packets: the burst's own when it is all of them.

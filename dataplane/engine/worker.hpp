@@ -84,8 +84,9 @@ class Worker {
   // packet, for packets other workers passed it.
   // `read`: which verdicts the caller reads: every burst's, or only those of a burst that
   // whole_burst() says is mixed (the daemon's forwarder, which sends or frees a whole burst as it
-  // came). For the latter, a burst forwarded or dropped whole may be left with its verdicts unwritten:
-  // the usual plain burst (worker.cpp) is, its rule's counters summed from the meter's colors.
+  // came, and splits a `split` one by its mask). For the latter, a burst forwarded or dropped whole,
+  // or split, may be left with its verdicts unwritten: the usual plain burst (worker.cpp) is, its
+  // rule's counters summed from the meter's colors.
   enum class VerdictsRead : std::uint8_t { every, when_mixed };
   const RuleSet& process(std::span<PacketView> burst, std::span<Verdict> verdicts,
                          std::span<const Handed> handed = {}, VerdictsRead read = VerdictsRead::every) noexcept;
@@ -94,8 +95,14 @@ class Worker {
   // rule and forwarded now (none dropped, held by shaping, handed over or given the default action),
   // or every one dropped. The verdicts say the same packet by packet; this is known from the burst's
   // counts, so that a caller sends or frees such a burst without reading its verdicts.
-  enum class WholeBurst : std::uint8_t { mixed, forwarded, dropped };
+  // `split`, for a VerdictsRead::when_mixed caller only: every packet metered here under one rule and
+  // either forwarded now or dropped, dropped_mask() saying which, the verdicts left unwritten (a
+  // policed plain burst, a few packets green in each: a bit a packet instead of a verdict).
+  enum class WholeBurst : std::uint8_t { mixed, forwarded, dropped, split };
   WholeBurst whole_burst() const noexcept { return whole_burst_; }
+  // A split burst's drops: bit i set if its i-th packet is dropped (the rest forwarded now).
+  std::uint64_t dropped_mask() const noexcept { return dropped_mask_; }
+  static_assert(kMaxBurst <= 64, "a split burst's drops are one bit a packet of a 64-bit word");
 
   // Once per poll loop, between bursts: this worker holds no rule set any more (RCU).
   void quiescent() noexcept;
@@ -191,6 +198,7 @@ class Worker {
   std::uint64_t first_tick_ = 0;  // of the current burst: the tick of changes it is the first to see
   bool one_tick_ = false;         // every packet of the current burst arrived at one tick
   WholeBurst whole_burst_ = WholeBurst::mixed;  // whole_burst()
+  std::uint64_t dropped_mask_ = 0;              // dropped_mask(), of a split burst
   SeenGenerations seen_;
   std::size_t sweep_cursor_ = 0;  // into the set's per-key rules
   std::array<KeyedMeters*, kMaxBurst + 1> touched_{};  // a burst's rules' tables, and the one swept
@@ -208,7 +216,7 @@ class Worker {
 
 // A fresh verdict's fields for a packet of a color-blind rule that metered it and remarks no green
 // packet (its input green, `does` the rule's first row of actions): the verdicts written with the
-// meter's colors (worker_keys.hpp's Finished, and a mixed burst left unwritten in worker.cpp).
+// meter's colors (worker_keys.hpp's Finished).
 [[gnu::always_inline]] inline void write_metered(Verdict& v, std::uint32_t rule, Color color, const std::uint8_t* does,
                                                  std::uint32_t length, bool keyed) noexcept {
   v.rule = rule;

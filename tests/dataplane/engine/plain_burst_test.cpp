@@ -8,8 +8,8 @@
 // every kind (TCP, ICMP, fragments, a capture shorter than the wire), keys expiring, a table that
 // fills, shaping and a parent; and the sets whose rule reads more of a packet are never plain. A third
 // engine, whose caller reads the verdicts of mixed bursts only (Worker::VerdictsRead::when_mixed, the
-// daemon's forwarder), decides every burst as whole or mixed as the others do, and a mixed one verdict
-// by verdict as they do.
+// daemon's forwarder), decides every burst as whole or mixed as the others do, a mixed one verdict by
+// verdict as they do, and one it splits by its mask (Worker::WholeBurst::split) bit by bit as their drops.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -207,7 +207,7 @@ TEST_P(PlainBurst, DecidesAsAParsedBurstDoes) {
   ASSERT_NE(lazy, nullptr);
   using WholeBurst = Worker::WholeBurst;
   constexpr std::uint8_t kUnwritten = 0xa5;
-  std::size_t whole_bursts = 0, left_unwritten = 0;
+  std::size_t whole_bursts = 0, left_unwritten = 0, split_bursts = 0;
   std::mt19937_64 random(7);
   std::uint64_t now = 1'000'000;
   constexpr int kBursts = 3000;
@@ -243,7 +243,13 @@ TEST_P(PlainBurst, DecidesAsAParsedBurstDoes) {
     scribble_stack();
     lazy->process(views_c, v, Worker::VerdictsRead::when_mixed);
     const WholeBurst whole = lazy->worker(0).whole_burst();
-    ASSERT_EQ(whole, parsed->worker(0).whole_burst()) << "burst " << burst;
+    // A burst split by its mask is a mixed one to an `every` caller.
+    if (whole == WholeBurst::split) {
+      ++split_bursts;
+      ASSERT_EQ(parsed->worker(0).whole_burst(), WholeBurst::mixed) << "burst " << burst;
+    } else {
+      ASSERT_EQ(whole, parsed->worker(0).whole_burst()) << "burst " << burst;
+    }
     if (whole != WholeBurst::mixed) {
       ++whole_bursts;
       left_unwritten += std::memcmp(v.data(), pattern.data(), n * sizeof(Verdict)) == 0;
@@ -259,6 +265,10 @@ TEST_P(PlainBurst, DecidesAsAParsedBurstDoes) {
         ASSERT_TRUE(a[i].rule != kNoRule && !a[i].drop && !a[i].handoff && a[i].delay == 0);
       } else if (whole == WholeBurst::dropped) {
         ASSERT_TRUE(a[i].drop);
+      } else if (whole == WholeBurst::split) {
+        // Forwarded now or dropped, as its bit says; metered here by the rule.
+        ASSERT_EQ(a[i].drop, (lazy->worker(0).dropped_mask() >> i & 1) != 0);
+        ASSERT_TRUE(a[i].rule != kNoRule && !a[i].handoff && a[i].delay == 0 && !a[i].table_full);
       } else {
         ASSERT_TRUE(same_verdict(a[i], v[i]));
       }
@@ -281,11 +291,14 @@ TEST_P(PlainBurst, DecidesAsAParsedBurstDoes) {
     EXPECT_GT(plain->worker(0).plain_bursts_taken(), kBursts / 3);
   }
   EXPECT_GT(whole_bursts, 0u);
-  // Whole plain bursts whose rule's meter alone colors them are left unwritten; any other is written.
+  // Whole plain bursts whose rule's meter alone colors them are left unwritten, and mixed ones are
+  // split by a mask; any other is written.
   if (c.aware || c.remark_yellow || c.parent || c.shape_red) {
     EXPECT_EQ(left_unwritten, 0u);
+    EXPECT_EQ(split_bursts, 0u);
   } else {
     EXPECT_GT(left_unwritten, 0u);
+    EXPECT_GT(split_bursts, 0u);
   }
   EXPECT_GT(dx.no_match, 0u);
   EXPECT_GT(std::accumulate(dx.malformed.begin(), dx.malformed.end(), std::uint64_t{0}), 0u);
