@@ -153,7 +153,8 @@ void Forwarder::process(rte_mbuf** mbufs, std::uint16_t n, std::span<const Hande
       return static_cast<std::uint16_t>(count);
     };
     const std::uint16_t dropped = gather(dropping, drop);
-    const std::uint16_t forwarded = gather(~dropping & ((std::uint64_t{1} << n) - 1), forward);
+    const std::uint64_t burst_bits = ~std::uint64_t{0} >> (64 - n);  // n bits: 2 to 64 packets (some of each)
+    const std::uint16_t forwarded = gather(~dropping & burst_bits, forward);
     if (options_.stamp_generation) [[unlikely]]
       stamp(forward, forwarded, static_cast<std::uint16_t>(set.generation));
     counters_.bursts.add(1);
