@@ -586,21 +586,8 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
         }
       }
     }
-    // Mixed after all: every packet forwarded now or dropped by its color's action (the input green, no
-    // remark: plain_rule()), which ones a bit each says (WholeBurst::split), the verdicts left unwritten,
-    // the sums kept. A burst policed well above its rate is mixed nearly always (a few packets green
-    // a burst): a bit a packet instead of a verdict written (a fresh one and five fields) and read
-    // again by the caller (issue 23).
-    bool split = false;
-    if (pending && dropped != 0 && dropped != count) {
-      std::uint64_t mask = 0;
-      for (std::size_t k = 0; k < count; ++k)  // the whole burst, in order
-        mask |= (dropping_colors >> static_cast<unsigned>(out[k]) & 1) << k;
-      dropped_mask_ = mask;
-      split = true;
-    }
     if (finished.done) {
-      // Written by meter_keyed, or not needed (a burst left unwritten: whole, or split by its mask).
+      // Written by meter_keyed, or not needed (a burst left unwritten: whole, or split by its mask below).
     } else if (table_full == 0 && !shaping) {
       const auto usual = [&](auto green_in_constant) __attribute__((always_inline)) {
         if (whole_burst) finish(std::true_type{}, green_in_constant, std::true_type{});
@@ -623,10 +610,20 @@ const RuleSet& Worker::process(std::span<PacketView> burst, std::span<Verdict> v
     if (held != 0) counters.shaped_packets.add(held);
     // The whole burst, every packet metered here: each dropped one was counted, each held one too.
     if (whole_burst) {
-      whole_burst_ = split                       ? WholeBurst::split
-                     : dropped == 0 && held == 0 ? WholeBurst::forwarded
-                     : dropped == count          ? WholeBurst::dropped
-                                                 : WholeBurst::mixed;
+      whole_burst_ = dropped == 0 && held == 0 ? WholeBurst::forwarded
+                     : dropped == count        ? WholeBurst::dropped
+                                               : WholeBurst::mixed;
+      // Mixed, its verdicts left unwritten: every packet forwarded now or dropped by its color's action
+      // (the input green, no remark: plain_rule()), which ones a bit each says (WholeBurst::split). A
+      // burst policed well above its rate is mixed nearly always (a few packets green a burst): a bit a
+      // packet instead of a verdict written (a fresh one and five fields) and read again (issue 23).
+      if (pending && whole_burst_ == WholeBurst::mixed) {
+        std::uint64_t mask = 0;
+        for (std::size_t k = 0; k < count; ++k)  // the whole burst, in order
+          mask |= (dropping_colors >> static_cast<unsigned>(out[k]) & 1) << k;
+        dropped_mask_ = mask;
+        whole_burst_ = WholeBurst::split;
+      }
     }
     if (overflow != 0) [[unlikely]] counters.queue_overflow_packets.add(overflow);
     // The ticks of the group's first and last metered packets: the burst's own when it is all of them.

@@ -214,18 +214,6 @@ class Worker {
   std::optional<HistoryTicks> ticks_;
 };
 
-// A fresh verdict's fields for a packet of a color-blind rule that metered it and remarks no green
-// packet (its input green, `does` the rule's first row of actions): the verdicts written with the
-// meter's colors (worker_keys.hpp's Finished).
-[[gnu::always_inline]] inline void write_metered(Verdict& v, std::uint32_t rule, Color color, const std::uint8_t* does,
-                                                 std::uint32_t length, bool keyed) noexcept {
-  v.rule = rule;
-  v.out = color;
-  v.drop = (does[static_cast<std::size_t>(color)] & action_does::drop) != 0;
-  v.metered_length = length;
-  v.keyed = keyed;
-}
-
 // The frame's length at layer 2: a NIC-stripped VLAN tag counted.
 [[gnu::always_inline]] inline std::uint32_t l2_bytes(const PacketView& view) noexcept {
   constexpr std::uint32_t kStrippedTagBytes = 4;

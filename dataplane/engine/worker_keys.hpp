@@ -279,7 +279,12 @@ inline std::size_t Worker::meter_keyed(const RuleSet& set, std::uint32_t r, std:
           each_of(std::true_type{}, std::true_type{}, check, [&](std::size_t k, Color color, std::uint32_t bytes,
                                                                   std::uint32_t length) __attribute__((always_inline)) {
             const auto c = static_cast<std::size_t>(color);
-            write_metered(verdict_at[k], rule_index, color, does, length, true);
+            Verdict& v = verdict_at[k];
+            v.rule = rule_index;
+            v.out = color;
+            v.drop = (does[c] & action_does::drop) != 0;
+            v.metered_length = length;
+            v.keyed = true;
             ++packets_by[c];
             bytes_by[c] += bytes;
           });
