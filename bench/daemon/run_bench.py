@@ -31,6 +31,8 @@ end; when it cannot, every program runs with --no-huge -m MB. It says which.
 Usage (from the source root, after `ninja -C build`):
   bench/daemon/run_bench.py                     # the full tables, about 12 minutes
   bench/daemon/run_bench.py --smoke             # the smallest case, briefly (meson test bench-daemon-smoke)
+Each case's capture holds its flows or 65 536 packets, whichever is more (--capture-packets another
+length: net_pcap's replay streams the whole capture, so its length moves every program's rate).
 Captures, logs (each program's full output) and results.md / results.json go to the work folder.
 """
 import argparse
@@ -310,13 +312,21 @@ def _remove_runtime_files(prefix):
 # ----------------------------------------------------------------------------------------------------
 # Captures, cached in the work folder.
 
-def capture_for(workdir, frames, flows, parts=1):
+def capture_packets(flows, wanted=None):
+    """Packets in a case's capture: `wanted` (--capture-packets) but never fewer than the flows, else the
+    flows or make_capture's minimum, whichever is more."""
+    return max(flows, wanted) if wanted else max(flows, make_capture.DEFAULT_MIN_PACKETS)
+
+
+def capture_for(workdir, frames, flows, parts=1, wanted=None):
     """The capture, or its `parts` shares split by flow, as a list of paths."""
-    packets = max(flows, make_capture.DEFAULT_MIN_PACKETS)
+    packets = capture_packets(flows, wanted)
     generator = os.path.join(HERE, "make_capture.py")
     paths = []
+    # The default length keeps its old names; another has its length in its name.
+    length = "" if packets == capture_packets(flows) else f"-{packets}p"
     for part in range(parts):
-        name = f"{frames}-{flows}.pcap" if parts == 1 else f"{frames}-{flows}-part{part}of{parts}.pcap"
+        name = f"{frames}-{flows}{length}.pcap" if parts == 1 else f"{frames}-{flows}{length}-part{part}of{parts}.pcap"
         path = os.path.join(workdir, "captures", name)
         if not os.path.exists(path) or os.path.getmtime(path) < os.path.getmtime(generator):
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -434,6 +444,11 @@ def parse_args():
     parser.add_argument("--frames", default=",".join(FRAMES), help="64,imix")
     parser.add_argument("--flows", default=",".join(map(str, FLOWS)))
     parser.add_argument("--programs", default=",".join(PROGRAMS))
+    parser.add_argument("--capture-packets", type=int, metavar="N",
+                        help=f"packets in each capture, at least its flows (default: the flows or "
+                             f"{make_capture.DEFAULT_MIN_PACKETS}, whichever is more). net_pcap replays the "
+                             f"capture from memory, so every program streams it: a shorter one streams less "
+                             f"(doc/benchmarks.md: testpmd io's rate depends on it)")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds after forwarding starts (default 2)")
     parser.add_argument("--measure", type=float, default=4.0, help="seconds between the snapshots (default 4)")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each program per case (default 3)")
@@ -441,13 +456,14 @@ def parse_args():
                         help="forwarding lcores, e.g. 1,2: each case runs with each (qos_meter: 1 only; default 1)")
     parser.add_argument("--memory", choices=["auto", "huge", "no-huge"], default="auto")
     parser.add_argument("--smoke", action="store_true",
-                        help="64-byte frames, 64 flows, one and two workers, one round, 1 s warm-up, 2 s measured, "
-                             "--no-huge")
+                        help="64-byte frames, 64 flows in 4096 packets, one and two workers, one round, 1 s warm-up, "
+                             "2 s measured, --no-huge")
     args = parser.parse_args()
     if args.smoke:
         args.frames, args.flows, args.rounds, args.warmup, args.measure = "64", "64", 1, 1.0, 2.0
         args.workers = "1,2"
         args.memory = "no-huge"
+        args.capture_packets = args.capture_packets or 4096  # a capture of another length than the default's
     args.tricolord = args.tricolord or os.path.join(args.build_dir, "control", "tricolord")
     args.qos_meter = args.qos_meter or os.path.join(args.build_dir, "bench", "daemon", "qos_meter", "qos_meter")
     args.workdir = args.workdir or os.path.join(args.build_dir, "bench", "daemon", "work")
@@ -459,6 +475,8 @@ def parse_args():
     args.workers_list = [int(w) for w in args.workers.split(",")]
     if any(w not in (1, 2) for w in args.workers_list):
         parser.error("--workers: 1 or 2 (this machine has 2 cores)")
+    if args.capture_packets is not None and args.capture_packets < 1:
+        parser.error(f"--capture-packets: {args.capture_packets} is not a number of packets (1 or more)")
     for frames in args.frames_list:
         if frames not in FRAMES:
             parser.error(f"--frames: {frames!r} is not one of {FRAMES}")
@@ -482,7 +500,7 @@ def main():
         sys.exit("run_bench: DPDK's EAL needs root here (memory, /var/run/dpdk)")
     os.makedirs(args.workdir, exist_ok=True)
     largest = max(args.flows_list)
-    need_mb = memory_mb_for(max(largest, make_capture.DEFAULT_MIN_PACKETS) * max(args.workers_list), largest,
+    need_mb = memory_mb_for(capture_packets(largest, args.capture_packets) * max(args.workers_list), largest,
                             workers=max(args.workers_list))
     started = time.monotonic()
     runs = []
@@ -491,11 +509,14 @@ def main():
         print(f"memory: {memory.describe()}")
         print(f"lcores: main on core 0, forwarding on core 1; warm-up {args.warmup:g} s, measured "
               f"{args.measure:g} s, {args.rounds} round(s); load average {os.getloadavg()[0]:.2f} at start", flush=True)
+        if args.capture_packets:
+            print(f"captures: {args.capture_packets} packets each, or the case's flows where they are more "
+                  f"(--capture-packets; the default is {make_capture.DEFAULT_MIN_PACKETS})", flush=True)
         bench = Bench(args, memory)
         for frames in args.frames_list:
             for flows in args.flows_list:
-                whole, packets = capture_for(args.workdir, frames, flows)
-                split = (capture_for(args.workdir, frames, flows, max(args.workers_list))[0]
+                whole, packets = capture_for(args.workdir, frames, flows, wanted=args.capture_packets)
+                split = (capture_for(args.workdir, frames, flows, max(args.workers_list), args.capture_packets)[0]
                          if "tricolord-5tuple-steered" in args.programs_list and max(args.workers_list) > 1 else [])
                 for round_ in range(args.rounds):
                   for workers in args.workers_list:
