@@ -12,6 +12,11 @@ time: cache misses and stalls are not in it, so it goes beside the timed benchma
       tricolord with one worker on net_pcap (the daemon benchmark's 64-byte capture of 4 Ki flows,
       replayed from memory) and net_null, no huge pages: the instructions inside Worker::process divided
       by the packets its port received (start-up and key creation included, spread over millions).
+  bench/instructions.py loop [--tricolord T] [--testpmd P] [--policy P ...] [--seconds S]
+      The whole forwarding thread of testpmd io and of tricolord (each policy) on the same ports and
+      capture as `daemon`: its instructions a packet by part (the PMDs' receive and transmit, DPDK's
+      per-lcore look-ups, each of tricolord's functions), side by side; the all row's ratio to testpmd
+      io's is what the daemon benchmark's ratio would be if every instruction took the same time.
 
 With --baseline, each case runs for both binaries, the baseline first. Needs valgrind (./dev installs it).
 """
@@ -19,9 +24,12 @@ import argparse
 import json
 import os
 import re
+import selectors
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -89,6 +97,133 @@ def daemon_case(tricolord, policy, capture, seconds, work):
     raise SystemExit("instructions: no Worker::process in callgrind's report of tricolord")
 
 
+def short_name(symbol):
+    """A callgrind symbol without its return type, namespaces, template and argument lists; a lambda as
+    `(lambda)` of its function; an object's unnamed code by the object (`net_pcap`)."""
+    where = re.search(r"\[(.*)\]\s*$", symbol)
+    name = symbol[:where.start()].strip() if where else symbol.strip()
+    name = name.split(":", 1)[1] if name.startswith("???:") or re.match(r"^[./\w-]+:", name) else name
+    if name.startswith("0x"):  # no symbol: the object's name stands for it
+        base = os.path.basename(where.group(1)) if where else "?"
+        return re.sub(r"^librte_|\.so.*$", "", base)
+    kept, depth = [], 0
+    for ch in name:  # argument and template lists removed, nested ones included
+        if ch in "(<":
+            depth += 1
+        elif ch in ")>":
+            depth -= 1
+        elif depth == 0:
+            kept.append(ch)
+    name = "".join(kept).replace("tricolor::dataplane::", "").replace("tricolor::", "").replace(" [clone .isra.0]", "")
+    name = re.sub(r"::\{lambda#?\d*\}.*", " (lambda)", name)
+    name = re.sub(r"^(auto|bool|void|unsigned|int|long|char|std::\S+)\s+", "", name)
+    return name.replace("operator", "").strip() or symbol
+
+
+def forwarding_thread(out_prefix):
+    """The per-thread profile (valgrind --separate-threads=yes) with the most instructions in net_pcap's
+    receive: the forwarding lcore's. Its functions' self counts, by short name."""
+    best = None
+    for path in sorted(p for p in os.listdir(os.path.dirname(out_prefix)) if p.startswith(os.path.basename(out_prefix))):
+        report = subprocess.run(["callgrind_annotate", "--threshold=100", os.path.join(os.path.dirname(out_prefix), path)],
+                                capture_output=True, text=True, check=False).stdout
+        parts = {}
+        for line in report.splitlines():
+            m = re.match(r"\s*([\d,]+)\s+\([\s\d.]+%\)\s+(.*)$", line)
+            if m and "PROGRAM TOTALS" not in line:
+                name = short_name(m.group(2))
+                parts[name] = parts.get(name, 0) + int(m.group(1).replace(",", ""))
+        if best is None or parts.get("net_pcap", 0) > best.get("net_pcap", 0):
+            best = parts
+    if not best or not best.get("net_pcap"):
+        raise SystemExit(f"instructions: no thread received from net_pcap in {out_prefix}-*")
+    return best
+
+
+def loop_case(program, binary, policy, capture, seconds, work):
+    """(instructions by part, packets received) of one program's forwarding thread."""
+    tag = f"{program}-{os.path.basename(policy or 'io')}"
+    out = os.path.join(work, f"loop-{tag}")
+    eal = [binary, "-l", "0,1", "--main-lcore", "0", "--no-pci", "--file-prefix", f"instructions-{os.getpid()}",
+           "--vdev", f"net_pcap0,rx_pcap={capture},infinite_rx=1", "--vdev", "net_null0,no-rx=1",
+           "--no-huge", "-m", "1024"]
+    mbufs = mbufs_for(make_capture.DEFAULT_MIN_PACKETS)
+    if program == "testpmd":
+        # testpmd runs until interrupted: SIGINT after `seconds` of forwarding (valgrind's start-up first).
+        command = [*eal, "--", "--forward-mode=io", "--auto-start", "--stats-period", "1",
+                   f"--total-num-mbufs={mbufs}"]
+    else:
+        command = [*eal, "--", "--policy", policy, "--json", "--stats-interval", "1", "--duration", str(seconds),
+                   "--mbufs", str(mbufs)]
+    # stdbuf: testpmd's displays line by line through the pipe (the clock below starts at its first).
+    process = subprocess.Popen(["stdbuf", "-oL", "valgrind", "--tool=callgrind", "--separate-threads=yes",
+                                f"--callgrind-out-file={out}", *command],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if program == "testpmd":
+        lines = []
+        started = None
+        selector = selectors.DefaultSelector()
+        selector.register(process.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if started is not None and time.monotonic() - started >= seconds:
+                break
+            if not selector.select(timeout=1):
+                if process.poll() is not None:
+                    break
+                continue
+            line = process.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if started is None and "NIC statistics for port" in line:
+                started = time.monotonic()  # forwarding: the first display
+        process.send_signal(signal.SIGINT)
+        rest, err = process.communicate(timeout=600)
+        text = "".join(lines) + rest
+        received = max((int(v) for v in re.findall(r"RX-packets:\s+(\d+)", text)), default=0)
+    else:
+        text, err = process.communicate(timeout=600 + 60 * seconds)
+        received = 0
+        for line in text.splitlines():
+            if line.startswith("{"):
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if "ports" in event:
+                    received = sum(p["rx_packets"] for p in event["ports"])
+    if not received:
+        raise SystemExit(f"instructions: {program} under valgrind received nothing (exit {process.returncode}):\n"
+                         f"{err[-2000:]}")
+    return forwarding_thread(out), received
+
+
+def print_loop(args, work):
+    capture = os.path.join(work, "64-4096.pcap")
+    make_capture.write_capture(capture, 4096, "64", make_capture.DEFAULT_MIN_PACKETS)
+    columns = [("testpmd io", "testpmd", args.testpmd, None)]
+    columns += [(f"tricolord {os.path.basename(p).removesuffix('.policy')}", "tricolord", args.tricolord, p)
+                for p in args.policy]
+    counted = [loop_case(program, binary, policy, capture, args.seconds, work)
+               for _, program, binary, policy in columns]
+    per_packet = [{name: ir / received for name, ir in parts.items()} for parts, received in counted]
+    shown = sorted({name for parts in per_packet for name, v in parts.items() if v >= 1.0},
+                   key=lambda name: -max(parts.get(name, 0.0) for parts in per_packet))
+    print("| a packet | " + " | ".join(title for title, *_ in columns) + " |")
+    print("|---|" + "---:|" * len(columns))
+    for name in shown:
+        print(f"| {name} | " + " | ".join(f"{parts[name]:.1f}" if name in parts else "—" for parts in per_packet) + " |")
+    print("| the rest (under 1 a packet each) | " + " | ".join(
+        f"{sum(v for n, v in parts.items() if n not in shown):.1f}" for parts in per_packet) + " |")
+    totals = [sum(parts.values()) for parts in per_packet]
+    print("| all | " + " | ".join(f"{t:.1f}" + ("" if i == 0 else f" ({totals[0] / t:.2f})")
+                                   for i, t in enumerate(totals)) + " |")
+    print(f"packets received: " + ", ".join(f"{title} {received}" for (title, *_), (_, received) in zip(columns, counted)))
+    print("instructions a packet over the whole forwarding thread (callgrind); in parentheses, testpmd io's "
+          "all divided by the program's")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what", required=True)
@@ -102,9 +237,18 @@ def main():
     daemon.add_argument("--policy", nargs="+", default=[os.path.join(HERE, "daemon/aggregate.policy"),
                                                         os.path.join(HERE, "daemon/per-5-tuple.policy")])
     daemon.add_argument("--seconds", type=int, default=4, help="tricolord's --duration (valgrind runs it ~50x slower)")
+    loop = sub.add_parser("loop")
+    loop.add_argument("--tricolord", default=os.path.join(ROOT, "build/control/tricolord"))
+    loop.add_argument("--testpmd", default="/usr/bin/dpdk-testpmd")
+    loop.add_argument("--policy", nargs="+", default=[os.path.join(HERE, "daemon/aggregate.policy"),
+                                                      os.path.join(HERE, "daemon/per-5-tuple.policy")])
+    loop.add_argument("--seconds", type=int, default=4, help="forwarding time of each program under valgrind (testpmd: at least, from its first display)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="tricolor-instructions-") as work:
+        if args.what == "loop":
+            print_loop(args, work)
+            return
         if args.what == "engine":
             listed = subprocess.run([args.binary, f"--benchmark_filter={args.filter}", "--benchmark_list_tests"],
                                     capture_output=True, text=True, check=True).stdout.split()
