@@ -12,7 +12,7 @@ time: cache misses and stalls are not in it, so it goes beside the timed benchma
       tricolord with one worker on net_pcap (the daemon benchmark's 64-byte capture of 4 Ki flows,
       replayed from memory) and net_null, no huge pages: the instructions inside Worker::process divided
       by the packets its port received (start-up and key creation included, spread over millions).
-  bench/instructions.py loop [--tricolord T] [--testpmd P] [--policy P ...] [--seconds S]
+  bench/instructions.py loop [--tricolord T] [--testpmd P] [--policy P ...] [--tricolord-option O ...] [--seconds S]
       The whole forwarding thread of testpmd io and of tricolord (each policy) on the same ports and
       capture as `daemon`: its instructions a packet by part (the PMDs' receive and transmit, DPDK's
       per-lcore look-ups, each of tricolord's functions), side by side; the all row's ratio to testpmd
@@ -140,8 +140,9 @@ def forwarding_thread(out_prefix):
     return best
 
 
-def loop_case(program, binary, policy, capture, seconds, work):
-    """(instructions by part, packets received) of one program's forwarding thread."""
+def loop_case(program, binary, policy, capture, seconds, work, extra=()):
+    """(instructions by part, packets received) of one program's forwarding thread; `extra`: tricolord's
+    options besides the policy's."""
     tag = f"{program}-{os.path.basename(policy or 'io')}"
     out = os.path.join(work, f"loop-{tag}")
     eal = [binary, "-l", "0,1", "--main-lcore", "0", "--no-pci", "--file-prefix", f"instructions-{os.getpid()}",
@@ -154,7 +155,7 @@ def loop_case(program, binary, policy, capture, seconds, work):
                    f"--total-num-mbufs={mbufs}"]
     else:
         command = [*eal, "--", "--policy", policy, "--json", "--stats-interval", "1", "--duration", str(seconds),
-                   "--mbufs", str(mbufs)]
+                   "--mbufs", str(mbufs), *extra]
     # stdbuf: testpmd's displays line by line through the pipe (the clock below starts at its first).
     process = subprocess.Popen(["stdbuf", "-oL", "valgrind", "--tool=callgrind", "--separate-threads=yes",
                                 f"--callgrind-out-file={out}", *command],
@@ -205,7 +206,8 @@ def print_loop(args, work):
     columns = [("testpmd io", "testpmd", args.testpmd, None)]
     columns += [(f"tricolord {os.path.basename(p).removesuffix('.policy')}", "tricolord", args.tricolord, p)
                 for p in args.policy]
-    counted = [loop_case(program, binary, policy, capture, args.seconds, work)
+    extra = args.tricolord_option or []
+    counted = [loop_case(program, binary, policy, capture, args.seconds, work, extra)
                for _, program, binary, policy in columns]
     per_packet = [{name: ir / received for name, ir in parts.items()} for parts, received in counted]
     shown = sorted({name for parts in per_packet for name, v in parts.items() if v >= 1.0},
@@ -242,6 +244,8 @@ def main():
     loop.add_argument("--testpmd", default="/usr/bin/dpdk-testpmd")
     loop.add_argument("--policy", nargs="+", default=[os.path.join(HERE, "daemon/aggregate.policy"),
                                                       os.path.join(HERE, "daemon/per-5-tuple.policy")])
+    loop.add_argument("--tricolord-option", action="append", metavar="OPTION",
+                      help="an option for tricolord after --, e.g. --tricolord-option=--burst=64 (repeatable)")
     loop.add_argument("--seconds", type=int, default=4, help="forwarding time of each program under valgrind (testpmd: at least, from its first display)")
     args = parser.parse_args()
 

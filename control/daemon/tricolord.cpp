@@ -681,12 +681,13 @@ int run(int argc, char** argv) {
   port_options.mtu = o.mtu;
   port_options.rx_timestamp = !tsc_clock;
   port_options.queues = static_cast<std::uint16_t>(workers);
+  port_options.burst = o.burst;
   if (steering.enabled) port_options.steering = &steering;
   const std::uint64_t handoff_slots = workers > 1 ? std::uint64_t{workers} * (workers - 1) * o.handoff_ring : 0;
   // Shaping holds up to --shape-capacity packets per worker, each in an mbuf of the pool, for up to
   // kMaxShapeDelayNs: a pool without room for them would starve the ports while rules shape.
   const std::uint64_t shape_mbufs = std::uint64_t{workers} * o.shape_capacity;
-  const std::uint64_t bursts = mbufs_in_bursts(ports.size(), rte_lcore_count());
+  const std::uint64_t bursts = mbufs_in_bursts(ports.size(), rte_lcore_count(), o.burst);
   const std::uint32_t default_mbufs =
       mbufs_needed(ports, port_options, rte_lcore_count(), handoff_slots + capture_mbufs + shape_mbufs);
   // What the captures and shaping hold is certain; the queues of virtual ports (net_pcap's have no
@@ -725,6 +726,7 @@ int run(int argc, char** argv) {
     say("STAMPING GENERATIONS (--stamp-generation, a test switch): each forwarded IPv4 packet's identification "
         "field is overwritten with the rule set generation it was metered under");
   forwarder_options.clock = o.clock;
+  forwarder_options.burst = o.burst;
   forwarder_options.shape_capacity = o.shape_capacity;
   forwarder_options.shape_geometry = WheelGeometry::for_clock(tick_hz, kMaxShapeDelayNs);
 

@@ -47,6 +47,8 @@ constexpr const char* kOptionsHelp = R"(tricolord options (after --):
   --mtu BYTES           the largest IP packet received (default 9000; capped by each port)
   --rx-descriptors N    per RX queue (default 1024)
   --tx-descriptors N    per TX queue (default 1024)
+  --burst N             packets each worker takes from an RX queue at once, 1 to 64 (default 32;
+                        doc/benchmarks.md, *Bursts of 64*, says what 64 changes)
   --max-classifier-entries N   the policy's limit of classifier entries (default 131072)
   --classifier-scan-entries N  up to N entries: compared in order, no trie (default 16; 0: never scanned)
   --classifier-no-hash  rules that all match the same fields the same way are scanned or put in a trie
@@ -187,6 +189,8 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--mtu", o.mtu, "BYTES  the largest IP packet received (default 9000; capped by each port)");
   app.add_option("--rx-descriptors", o.rx_descriptors, "N  per RX queue (default 1024)");
   app.add_option("--tx-descriptors", o.tx_descriptors, "N  per TX queue (default 1024)");
+  const CLI::Option* burst = app.add_option("--burst", o.burst, "N  packets each worker takes from an RX queue at once (default 32)")
+      ->check(CLI::Range(std::uint16_t{1}, static_cast<std::uint16_t>(dataplane::kMaxRxBurst)));
   std::string placement = "keys";
   app.add_option("--handoff-ring", o.handoff_ring, "N  mbufs each ring between two workers holds (default 1024)")
       ->check(CLI::Range(std::uint32_t{32}, std::uint32_t{1} << 20));
@@ -354,6 +358,10 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   }
   if (!o.xdp_interfaces.empty() && (o.eal_args.size() > 1 || !o.pairs.empty())) {
     result.exit_status = usage_error("--xdp runs without the EAL and DPDK ports: no EAL options before --, no --pair or --one-armed");
+    return result;
+  }
+  if (!o.xdp_interfaces.empty() && burst->count() != 0) {
+    result.exit_status = usage_error("--burst: the XDP program (--xdp) takes each packet as the kernel hands it over");
     return result;
   }
   if (!o.xdp_interfaces.empty() && !o.cluster.redis.empty()) {

@@ -9,6 +9,7 @@
 
 #include "control/telemetry/metrics_server.hpp"
 #include "control/cluster/cluster_leases.hpp"
+#include "dataplane/dpdk/forwarder.hpp"
 #include "dataplane/dpdk/mbuf_view.hpp"
 #include "dataplane/engine/placement.hpp"
 #include "policer/expected.hpp"
@@ -41,6 +42,7 @@ struct DaemonOptions {
   std::uint32_t mbufs = 0;            // 0: sized from the ports
   std::uint32_t mtu = 9000;
   std::uint16_t rx_descriptors = 1024, tx_descriptors = 1024;
+  std::uint16_t burst = dataplane::kDefaultRxBurst;  // packets a worker takes from a queue or ring at once
   std::uint64_t max_classifier_entries = 0;  // 0: the engine's default
   std::optional<std::uint64_t> classifier_scan_entries;  // none: the engine's default
   bool classifier_no_hash = false;    // rule sets of one shape scanned or in a trie, not hashed

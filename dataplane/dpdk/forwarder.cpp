@@ -47,7 +47,7 @@ std::uint64_t Forwarder::clock_now() const noexcept {
 
 std::uint16_t Forwarder::poll_port(const RxQueue& rx) noexcept {
   rte_mbuf* mbufs[kBurst];
-  const std::uint16_t n = rte_eth_rx_burst(rx.port, rx.queue, mbufs, kBurst);
+  const std::uint16_t n = rte_eth_rx_burst(rx.port, rx.queue, mbufs, options_.burst);
   if (n != 0) process(mbufs, n, {});
   return n;
 }
@@ -61,7 +61,7 @@ std::uint16_t Forwarder::poll_rings() noexcept {
 std::uint16_t Forwarder::poll_ring(rte_ring* ring) noexcept {
   HandedPacket taken[kBurst];
   const auto n = static_cast<std::uint16_t>(
-      rte_ring_sc_dequeue_burst_elem(ring, taken, sizeof(HandedPacket), kBurst, nullptr));
+      rte_ring_sc_dequeue_burst_elem(ring, taken, sizeof(HandedPacket), options_.burst, nullptr));
   if (n == 0) return 0;
   // These mbufs were last written on another core: ask for all their header lines at once, then for
   // their frames' first lines, rather than wait for each in turn.

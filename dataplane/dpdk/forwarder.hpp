@@ -53,7 +53,13 @@ struct TxQueue {
   rte_spinlock_t* lock = nullptr;
 };
 
+// Packets a worker takes from an RX queue or a ring at once (tricolord --burst): DPDK's usual 32 by
+// default; up to the engine's burst (Worker::kMaxBurst), which the forwarder's arrays are sized for.
+inline constexpr unsigned kMaxRxBurst = 64;
+inline constexpr unsigned kDefaultRxBurst = 32;
+
 struct ForwarderOptions {
+  std::uint16_t burst = kDefaultRxBurst;  // 1 to kMaxRxBurst
   ClockSource clock = ClockSource::tsc;
   RxTimestampField timestamp;                        // with ClockSource::rx_timestamp
   std::array<bool, RTE_MAX_ETHPORTS> vlan_insert{};  // ports that insert a VLAN tag on transmit
@@ -103,7 +109,8 @@ struct StopState {
 
 class Forwarder {
  public:
-  static constexpr unsigned kBurst = 32;
+  static constexpr unsigned kBurst = kMaxRxBurst;  // the most packets any of its arrays holds
+  static_assert(kBurst <= Worker::kMaxBurst && kBurst <= 64, "a burst's drop mask is one 64-bit word");
   // A TX queue that takes only part of a burst gets this many more tries, about a microsecond apart,
   // before the rest is freed: long enough for a NIC to free descriptors, short enough that one slow
   // port does not stall the others for long.

@@ -64,8 +64,10 @@ bool port_exists(const std::string& name) {
 
 int port_socket(std::uint16_t port) { return std::max(rte_eth_dev_socket_id(port), 0); }
 
-std::uint64_t mbufs_in_bursts(std::size_t ports, unsigned lcores) {
-  return 2 * ports * std::uint64_t{lcores} * Forwarder::kBurst;
+static_assert(PortOptions{}.burst == kDefaultRxBurst, "the pool is sized for the forwarder's default burst");
+
+std::uint64_t mbufs_in_bursts(std::size_t ports, unsigned lcores, unsigned burst) {
+  return 2 * ports * std::uint64_t{lcores} * burst;
 }
 
 std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptions& options, unsigned lcores,
@@ -81,7 +83,7 @@ std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptio
     rings += rx * rx_queues + tx * tx_queues;
   }
   // In flight: each worker's receive burst per port and its transmit copy; the caches hold the rest.
-  const std::uint64_t in_flight = mbufs_in_bursts(ports.size(), lcores);
+  const std::uint64_t in_flight = mbufs_in_bursts(ports.size(), lcores, options.burst);
   const std::uint64_t caches = std::uint64_t{lcores} * kMbufCache * 3 / 2;  // a cache can exceed its size by half
   const std::uint64_t total = rings + in_flight + caches + held;
   // A power of two minus one is rte_mempool's most efficient size.

@@ -25,6 +25,7 @@ struct PortOptions {
   bool rx_timestamp = false;    // required: a port that cannot timestamp what it receives is refused
   std::uint16_t queues = 1;     // RX and TX queues wanted: one per worker
   const RssPlan* steering = nullptr;  // an enabled plan: the port steers keys to workers (rss.hpp)
+  std::uint16_t burst = 32;     // packets a worker receives at once (ForwarderOptions::burst): mbufs in flight
 };
 
 // What a port is and how it was set up, for the operator.
@@ -64,7 +65,7 @@ int port_socket(std::uint16_t port);  // its NUMA socket, 0 when it does not say
 // (bursts), the pool's per-lcore caches and `held` more (the rings between workers, net_pcap's
 // infinite_rx captures).
 // What the lcores hold in flight at most: each one's receive burst per port and its transmit copy.
-std::uint64_t mbufs_in_bursts(std::size_t ports, unsigned lcores);
+std::uint64_t mbufs_in_bursts(std::size_t ports, unsigned lcores, unsigned burst);
 std::uint32_t mbufs_needed(std::span<const std::uint16_t> ports, const PortOptions& options, unsigned lcores,
                            std::uint64_t held = 0);
 

@@ -14,6 +14,9 @@ forwards some packets and drops others: the worker leaves such a burst's verdict
 forwarder parts it by a bit a packet (Worker::WholeBurst::split). The same comparison, and the replay's
 numbers say that most 32-packet windows were both forwarded and dropped from.
 
+The daemon takes 32 packets a burst by default; the policy of every algorithm runs again at --burst 1
+and the plain policies at --burst 64, each with the same comparison.
+
 Run by meson: replay_equal_test.py BUILD_ROOT.
 """
 import json
@@ -32,22 +35,23 @@ tricolord = os.path.join(build_root, "control", "tricolord")
 replay = os.path.join(build_root, "control", "tricolor-replay")
 
 
-def run_daemon(workdir, capture, policy, expected_packets, name):
+def run_daemon(workdir, capture, policy, expected_packets, name, burst):
     out = os.path.join(workdir, f"{name}-daemon.pcap")
     args = [tricolord, "-l", "0,1", "--no-huge", "-m", "1024", "--no-pci", "--no-telemetry",
             f"--file-prefix=tricolor-replay-equal-{name}-{os.getpid()}", "--log-level=lib.eal:warning",
             f"--vdev=net_pcap0,rx_pcap={capture},tx_pcap={out}",
             "--", "--policy", policy, "--clock", "rx-timestamp", "--json", "--stats-interval", "0.2",
-            "--socket", os.path.join(workdir, "tricolord.sock")]  # not the default one: it may be taken
+            "--socket", os.path.join(workdir, "tricolord.sock"),  # not the default one: it may be taken
+            *(["--burst", str(burst)] if burst is not None else [])]
     final, errors = daemon_capture.run_through(args, lambda s: s["ports"][0]["rx_packets"] >= expected_packets)
     print(errors, file=sys.stderr)
     return final, out
 
 
-def replay_and_daemon(workdir, name, policy_text, capture, packets):
+def replay_and_daemon(workdir, name, policy_text, capture, packets, burst=None):
     """The capture through tricolor-replay and tricolord under the policy: equal counters per rule and
     color and for the default action, and the same forwarded frames in the same order, byte for byte.
-    Returns (replay's summary, the forwarded frames)."""
+    `burst`: tricolord's --burst (None: its default). Returns (replay's summary, the forwarded frames)."""
     policy = os.path.join(workdir, f"{name}.policy")
     open(policy, "w").write(policy_text)
     replayed = os.path.join(workdir, f"{name}-replay.pcap")
@@ -56,12 +60,17 @@ def replay_and_daemon(workdir, name, policy_text, capture, packets):
                    check=True, timeout=120, stdin=subprocess.DEVNULL)
     expected = json.load(open(summary))
 
-    final, out = run_daemon(workdir, capture, policy, packets, name)
+    final, out = run_daemon(workdir, capture, policy, packets, name, burst)
     port = final["ports"][0]
     assert port["rx_packets"] == packets, port
     assert port["rx_nombuf"] == 0, f"the pool ran dry: {port}"
     assert final["mbufs_in_use"] == final["mbufs_in_use_at_start"], final
     assert final["worker"]["no_timestamp"] == 0, final["worker"]
+    if burst is not None:  # the option took: no burst longer than it, and (net_pcap reads a file as fast
+        # as it is polled) nearly all as long
+        worker = final["worker"]
+        assert worker["bursts"] * burst >= worker["packets"], (burst, worker)
+        assert worker["packets"] * 4 > worker["bursts"] * burst * 3, (burst, worker)
 
     # Counters per rule and color, and the default action's.
     by_name = {r["name"]: r for r in final["rules"]}
@@ -113,8 +122,11 @@ def plain_bursts(workdir):
     capture = os.path.join(workdir, "plain.pcap")
     daemon_capture.write_pcap(capture, packets)
     number_at = 14 + 20 + 8
-    for name, policy_text in PLAIN_POLICIES.items():
-        expected, forwarded = replay_and_daemon(workdir, name, policy_text, capture, len(packets))
+    # At the daemon's default burst and at its longest (--burst 64): the decisions do not depend on
+    # where the bursts begin and end.
+    for (name, policy_text), burst in [(item, b) for item in PLAIN_POLICIES.items() for b in (None, 64)]:
+        name = name if burst is None else f"{name}-burst-{burst}"
+        expected, forwarded = replay_and_daemon(workdir, name, policy_text, capture, len(packets), burst)
         kept = {struct.unpack("!I", f[number_at:number_at + 4])[0] for f in forwarded}
         windows = [range(w, min(w + 32, len(packets))) for w in range(0, len(packets), 32)]
         both = sum(1 for w in windows if any(i in kept for i in w) and not all(i in kept for i in w))
@@ -138,6 +150,10 @@ def main():
         jumbo = sum(1 for f in ours if len(f) > 2048)
         assert jumbo > 0, "no jumbo frame was forwarded"
         print(f"forwarded: {len(ours)} frames equal byte for byte ({jumbo} jumbo); dropped {packets - len(ours)}")
+
+        # A packet a burst (--burst 1): the same again.
+        replay_and_daemon(workdir, "every-burst-1", daemon_capture.POLICY, capture, packets, burst=1)
+        print("--burst 1: the same frames and counters")
 
         plain_bursts(workdir)
 
