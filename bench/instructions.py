@@ -70,6 +70,20 @@ def engine_case(binary, case, work):
     return (long_ir - short_ir) / (long_bursts - short_bursts) / BURST
 
 
+def tricolord_received(stdout):
+    """The packets tricolord's ports received, from its last JSON line with port counters (0: none)."""
+    received = 0
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "ports" in event:
+                received = sum(p["rx_packets"] for p in event["ports"])
+    return received
+
+
 def daemon_case(tricolord, policy, capture, seconds, work):
     out = os.path.join(work, "daemon.out")
     command = [tricolord, "-l", "0,1", "--main-lcore", "0", "--no-pci", "--file-prefix", f"instructions-{os.getpid()}",
@@ -79,15 +93,7 @@ def daemon_case(tricolord, policy, capture, seconds, work):
     run = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                           "--toggle-collect=tricolor::dataplane::Worker::process*", *command],
                          capture_output=True, text=True, check=False)
-    received = None
-    for line in run.stdout.splitlines():
-        if line.startswith("{"):
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if "ports" in event:
-                received = sum(p["rx_packets"] for p in event["ports"])
+    received = tricolord_received(run.stdout)
     if run.returncode != 0 or not received:
         raise SystemExit(f"instructions: tricolord under valgrind failed (exit {run.returncode}):\n{run.stderr[-2000:]}")
     report = subprocess.run(["callgrind_annotate", "--inclusive=yes", out], capture_output=True, text=True, check=True).stdout
@@ -185,15 +191,7 @@ def loop_case(program, binary, policy, capture, seconds, work, extra=()):
         received = max((int(v) for v in re.findall(r"RX-packets:\s+(\d+)", text)), default=0)
     else:
         text, err = process.communicate(timeout=600 + 60 * seconds)
-        received = 0
-        for line in text.splitlines():
-            if line.startswith("{"):
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if "ports" in event:
-                    received = sum(p["rx_packets"] for p in event["ports"])
+        received = tricolord_received(text)
     if not received:
         raise SystemExit(f"instructions: {program} under valgrind received nothing (exit {process.returncode}):\n"
                          f"{err[-2000:]}")

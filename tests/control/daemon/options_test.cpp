@@ -6,19 +6,13 @@
 #include <vector>
 
 #include "control/daemon/tricolord_options.hpp"
+#include "tests/control/daemon/command_line.hpp"
 
 namespace tricolor::control {
 namespace {
 
-ParsedCommandLine parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "tricolord");
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  return parse_command_line(static_cast<int>(argv.size()), argv.data());
-}
-
 TEST(DaemonOptions, BurstDefaultsToDpdksUsual) {
-  const auto parsed = parse({"-l", "0,1", "--", "--policy", "p"});
+  const auto parsed = parse_arguments({"-l", "0,1", "--", "--policy", "p"});
   ASSERT_TRUE(parsed.options);
   EXPECT_EQ(parsed.options->burst, 32u);
   EXPECT_EQ(parsed.options->burst, dataplane::kDefaultRxBurst);
@@ -26,7 +20,7 @@ TEST(DaemonOptions, BurstDefaultsToDpdksUsual) {
 
 TEST(DaemonOptions, BurstFromOneToTheEnginesBurst) {
   for (const char* n : {"1", "17", "64"}) {
-    const auto parsed = parse({"-l", "0,1", "--", "--policy", "p", "--burst", n});
+    const auto parsed = parse_arguments({"-l", "0,1", "--", "--policy", "p", "--burst", n});
     ASSERT_TRUE(parsed.options) << n;
     EXPECT_EQ(parsed.options->burst, std::stoul(n));
   }
@@ -40,7 +34,7 @@ TEST(DaemonOptions, BurstRefused) {
            {"--", "--policy", "p", "--burst", "many"},
            {"--xdp", "eth1", "--policy", "p", "--burst", "8"},  // the XDP program has no burst
        }) {
-    const auto parsed = parse(args);
+    const auto parsed = parse_arguments(args);
     EXPECT_FALSE(parsed.options) << args.back();
     EXPECT_EQ(parsed.exit_status, kExitUsage) << args.back();
   }

@@ -6,21 +6,15 @@
 #include <vector>
 
 #include "control/daemon/tricolord_options.hpp"
+#include "tests/control/daemon/command_line.hpp"
 #include "control/daemon/xdp_daemon.hpp"
 #include "control/language/language.hpp"
 
 namespace tricolor::control {
 namespace {
 
-ParsedCommandLine parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "tricolord");
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  return parse_command_line(static_cast<int>(argv.size()), argv.data());
-}
-
 TEST(XdpOptions, InterfacesWithoutSeparator) {
-  const auto parsed = parse({"--xdp", "eth1,eth2", "--policy", "p"});
+  const auto parsed = parse_arguments({"--xdp", "eth1,eth2", "--policy", "p"});
   ASSERT_TRUE(parsed.options);
   EXPECT_EQ(parsed.options->xdp_interfaces, (std::vector<std::string>{"eth1", "eth2"}));
   EXPECT_EQ(parsed.options->xdp_mode, XdpMode::native);
@@ -28,7 +22,7 @@ TEST(XdpOptions, InterfacesWithoutSeparator) {
 }
 
 TEST(XdpOptions, ModeAndForce) {
-  const auto parsed = parse({"--", "--xdp", "eth1", "--xdp-mode", "skb", "--xdp-force", "--policy", "p"});
+  const auto parsed = parse_arguments({"--", "--xdp", "eth1", "--xdp-mode", "skb", "--xdp-force", "--policy", "p"});
   ASSERT_TRUE(parsed.options);
   EXPECT_EQ(parsed.options->xdp_mode, XdpMode::skb);
   EXPECT_TRUE(parsed.options->xdp_force);
@@ -44,7 +38,7 @@ TEST(XdpOptions, Refused) {
            {"-l", "0,1", "--", "--xdp", "eth1", "--policy", "p"},  // EAL options
            {"--xdp", "eth1", "--pair", "0:1", "--policy", "p"},     // DPDK ports
        }) {
-    const auto parsed = parse(args);
+    const auto parsed = parse_arguments(args);
     EXPECT_FALSE(parsed.options) << args[1] << " " << args[2];
     EXPECT_EQ(parsed.exit_status, kExitUsage);
   }
