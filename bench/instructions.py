@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import re
-import selectors
 import signal
 import subprocess
 import sys
@@ -162,39 +161,31 @@ def loop_case(program, binary, policy, capture, seconds, work, extra=()):
     else:
         command = [*eal, "--", "--policy", policy, "--json", "--stats-interval", "1", "--duration", str(seconds),
                    "--mbufs", str(mbufs), *extra]
-    # stdbuf: testpmd's displays line by line through the pipe (the clock below starts at its first).
-    process = subprocess.Popen(["stdbuf", "-oL", "valgrind", "--tool=callgrind", "--separate-threads=yes",
-                                f"--callgrind-out-file={out}", *command],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if program == "testpmd":
-        lines = []
-        started = None
-        selector = selectors.DefaultSelector()
-        selector.register(process.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            if started is not None and time.monotonic() - started >= seconds:
-                break
-            if not selector.select(timeout=1):
-                if process.poll() is not None:
+    # Output to a file (nothing to block on), testpmd's line by line (stdbuf) so that its first display,
+    # which starts the clock below, shows as it is printed.
+    log = os.path.join(work, f"loop-{tag}.log")
+    with open(log, "w") as sink:
+        process = subprocess.Popen(["stdbuf", "-oL", "valgrind", "--tool=callgrind", "--separate-threads=yes",
+                                    f"--callgrind-out-file={out}", *command],
+                                   stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT)
+        if program == "testpmd":
+            started, deadline = None, time.monotonic() + 600
+            while process.poll() is None and time.monotonic() < deadline:
+                if started is None and "NIC statistics for port" in open(log).read():
+                    started = time.monotonic()  # forwarding
+                if started is not None and time.monotonic() - started >= seconds:
                     break
-                continue
-            line = process.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if started is None and "NIC statistics for port" in line:
-                started = time.monotonic()  # forwarding: the first display
-        process.send_signal(signal.SIGINT)
-        rest, err = process.communicate(timeout=600)
-        text = "".join(lines) + rest
+                time.sleep(0.5)
+            process.send_signal(signal.SIGINT)
+        process.wait(timeout=600 + 60 * seconds)
+    text = open(log).read()
+    if program == "testpmd":
         received = max((int(v) for v in re.findall(r"RX-packets:\s+(\d+)", text)), default=0)
     else:
-        text, err = process.communicate(timeout=600 + 60 * seconds)
         received = tricolord_received(text)
     if not received:
         raise SystemExit(f"instructions: {program} under valgrind received nothing (exit {process.returncode}):\n"
-                         f"{err[-2000:]}")
+                         f"{text[-2000:]}")
     return forwarding_thread(out), received
 
 
